@@ -1,0 +1,84 @@
+//! Reading a balance, now or as of a past seq.
+
+use serde::Serialize;
+use tally_projections::{AccountBalance, BalanceProjection};
+
+use crate::amount::canonical;
+use crate::fields::ValidationErrors;
+use crate::store::{fold_into, Storage};
+use crate::LedgerError;
+
+/// The body of `GET /v1/accounts/{account}/balance`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BalanceView {
+    pub account: String,
+    pub unit: String,
+    pub debits: String,
+    pub credits: String,
+    pub posted: String,
+    pub held: String,
+    pub available: String,
+    pub as_of_seq: i64,
+}
+
+impl BalanceView {
+    pub fn new(account: &str, unit: &str, b: &AccountBalance, as_of_seq: i64) -> Self {
+        Self {
+            account: account.to_owned(),
+            unit: unit.to_owned(),
+            debits: canonical(b.debits),
+            credits: canonical(b.credits),
+            posted: canonical(b.posted()),
+            held: canonical(b.held),
+            available: canonical(b.available()),
+            as_of_seq,
+        }
+    }
+}
+
+/// The balance of `account` in `unit` (needed only for system accounts,
+/// which hold one balance per unit), now or as of `as_of_seq`.
+pub async fn read_balance(
+    storage: &Storage,
+    tenant: &str,
+    account: &str,
+    unit: Option<&str>,
+    as_of_seq: Option<i64>,
+) -> Result<BalanceView, LedgerError> {
+    let (rows, head_seq) = storage.balance_rows(tenant, account).await?;
+    let row = match unit {
+        Some(u) => rows.iter().find(|r| r.unit == u),
+        None if rows.len() > 1 => {
+            let units: Vec<&str> = rows.iter().map(|r| r.unit.as_str()).collect();
+            return Err(LedgerError::Invalid(ValidationErrors::single(
+                "unit",
+                format!(
+                    "is required: this account holds balances in several units ({})",
+                    units.join(", ")
+                ),
+            )));
+        }
+        None => rows.first(),
+    }
+    .ok_or(LedgerError::NotFound)?;
+    let Some(seq) = as_of_seq else {
+        return Ok(BalanceView::new(account, &row.unit, &row.balance, head_seq));
+    };
+    if seq > head_seq {
+        return Err(LedgerError::Invalid(ValidationErrors::single(
+            "as_of_seq",
+            format!("is beyond the ledger head (seq {head_seq})"),
+        )));
+    }
+    let mut projection = BalanceProjection::new();
+    for entry in storage.postings_until(tenant, account, seq).await? {
+        if entry.unit == row.unit {
+            fold_into(&mut projection, &entry)?;
+        }
+    }
+    let balance = projection
+        .get(account, &row.unit)
+        .cloned()
+        .unwrap_or_default();
+    Ok(BalanceView::new(account, &row.unit, &balance, seq))
+}

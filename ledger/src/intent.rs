@@ -1,0 +1,336 @@
+//! Requests turned into intents: validated, normalised and fingerprinted,
+//! without touching the database (this runs in parallel in the handlers).
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::amount::canonical;
+use crate::fields::{Fields, ValidationErrors};
+use crate::fingerprint::{canonical_params, Fingerprint};
+use crate::names::{self, PAYMENTS_ACCOUNT, REVENUE_ACCOUNT};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    UsageDebit,
+    Payment,
+}
+
+impl EntryKind {
+    pub const ALL: [EntryKind; 2] = [EntryKind::UsageDebit, EntryKind::Payment];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::UsageDebit => "usage_debit",
+            EntryKind::Payment => "payment",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+
+    /// The request field that carries the upstream ID of this kind.
+    pub fn key_field(self) -> &'static str {
+        match self {
+            EntryKind::UsageDebit => "usage_record_id",
+            EntryKind::Payment => "payment_id",
+        }
+    }
+}
+
+/// A validated request to move money, not yet decided.
+#[derive(Debug, Clone)]
+pub struct Intent {
+    pub kind: EntryKind,
+    pub upstream_id: String,
+    /// The customer account the request is about.
+    pub account: String,
+    pub debit_account: String,
+    pub credit_account: String,
+    pub amount: Decimal,
+    pub unit: String,
+    /// Normalised business parameters, as canonical JSON text.
+    pub params: String,
+    pub params_map: Map<String, Value>,
+    pub fingerprint: Fingerprint,
+}
+
+fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+impl Intent {
+    /// Validates a request body of the given kind.
+    pub fn parse(kind: EntryKind, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+        match kind {
+            EntryKind::UsageDebit => Self::usage_debit(body),
+            EntryKind::Payment => Self::payment(body),
+        }
+    }
+
+    /// `POST /v1/usage-debits`: debits `account`, credits `@revenue` or `counter_account`.
+    pub fn usage_debit(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+        const ALLOWED: &[&str] = &[
+            "usage_record_id",
+            "account",
+            "amount",
+            "unit",
+            "meter",
+            "quantity",
+            "occurred_at",
+            "counter_account",
+            "metadata",
+        ];
+        let mut f = Fields::new(body, ALLOWED);
+        let upstream_id = f.required_str("usage_record_id", names::check_upstream_id);
+        let common = Common::read(&mut f);
+        let meter = f.optional_str("meter", names::check_label);
+        let quantity = f.optional_non_negative("quantity");
+        let occurred_at = f.optional_timestamp("occurred_at");
+        let counter = read_counter(&mut f, common.account.as_deref());
+        let metadata = f.optional_metadata("metadata");
+        f.finish()?;
+        let (
+            Some(upstream_id),
+            Some(account),
+            Some(amount),
+            Some(unit),
+            Some(meter),
+            Some(quantity),
+            Some(occurred_at),
+            Some(counter),
+            Some(metadata),
+        ) = (
+            upstream_id,
+            common.account,
+            common.amount,
+            common.unit,
+            meter,
+            quantity,
+            occurred_at,
+            counter,
+            metadata,
+        )
+        else {
+            // Every None above recorded an error, so finish() returned it.
+            return Err(ValidationErrors::single("body", "is invalid"));
+        };
+        let mut params = Map::new();
+        params.insert("account".into(), Value::String(account.clone()));
+        params.insert("amount".into(), Value::String(canonical(amount)));
+        params.insert("unit".into(), Value::String(unit.clone()));
+        if let Some(m) = meter {
+            params.insert("meter".into(), Value::String(m));
+        }
+        if let Some(q) = quantity {
+            params.insert("quantity".into(), Value::String(canonical(q)));
+        }
+        if let Some(t) = occurred_at {
+            params.insert("occurred_at".into(), Value::String(timestamp(t)));
+        }
+        if let Some(c) = &counter {
+            params.insert("counter_account".into(), Value::String(c.clone()));
+        }
+        if let Some(m) = metadata {
+            params.insert("metadata".into(), Value::Object(m));
+        }
+        let credit_account = counter.unwrap_or_else(|| REVENUE_ACCOUNT.to_owned());
+        Ok(Self::build(
+            EntryKind::UsageDebit,
+            upstream_id,
+            account.clone(),
+            account,
+            credit_account,
+            amount,
+            unit,
+            params,
+        ))
+    }
+
+    /// `POST /v1/payments`: debits `@payments` or `counter_account`, credits `account`.
+    pub fn payment(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+        const ALLOWED: &[&str] = &[
+            "payment_id",
+            "account",
+            "amount",
+            "unit",
+            "processor",
+            "occurred_at",
+            "counter_account",
+            "metadata",
+        ];
+        let mut f = Fields::new(body, ALLOWED);
+        let upstream_id = f.required_str("payment_id", names::check_upstream_id);
+        let common = Common::read(&mut f);
+        let processor = f.optional_str("processor", names::check_label);
+        let occurred_at = f.optional_timestamp("occurred_at");
+        let counter = read_counter(&mut f, common.account.as_deref());
+        let metadata = f.optional_metadata("metadata");
+        f.finish()?;
+        let (
+            Some(upstream_id),
+            Some(account),
+            Some(amount),
+            Some(unit),
+            Some(processor),
+            Some(occurred_at),
+            Some(counter),
+            Some(metadata),
+        ) = (
+            upstream_id,
+            common.account,
+            common.amount,
+            common.unit,
+            processor,
+            occurred_at,
+            counter,
+            metadata,
+        )
+        else {
+            return Err(ValidationErrors::single("body", "is invalid"));
+        };
+        let mut params = Map::new();
+        params.insert("account".into(), Value::String(account.clone()));
+        params.insert("amount".into(), Value::String(canonical(amount)));
+        params.insert("unit".into(), Value::String(unit.clone()));
+        if let Some(p) = processor {
+            params.insert("processor".into(), Value::String(p));
+        }
+        if let Some(t) = occurred_at {
+            params.insert("occurred_at".into(), Value::String(timestamp(t)));
+        }
+        if let Some(c) = &counter {
+            params.insert("counter_account".into(), Value::String(c.clone()));
+        }
+        if let Some(m) = metadata {
+            params.insert("metadata".into(), Value::Object(m));
+        }
+        let debit_account = counter.unwrap_or_else(|| PAYMENTS_ACCOUNT.to_owned());
+        Ok(Self::build(
+            EntryKind::Payment,
+            upstream_id,
+            account.clone(),
+            debit_account,
+            account,
+            amount,
+            unit,
+            params,
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        kind: EntryKind,
+        upstream_id: String,
+        account: String,
+        debit_account: String,
+        credit_account: String,
+        amount: Decimal,
+        unit: String,
+        params_map: Map<String, Value>,
+    ) -> Intent {
+        let params = canonical_params(&params_map);
+        let fingerprint = Fingerprint::of_canonical(&params);
+        Intent {
+            kind,
+            upstream_id,
+            account,
+            debit_account,
+            credit_account,
+            amount,
+            unit,
+            params,
+            params_map,
+            fingerprint,
+        }
+    }
+}
+
+/// The fields every money-moving request shares.
+struct Common {
+    account: Option<String>,
+    amount: Option<Decimal>,
+    unit: Option<String>,
+}
+
+impl Common {
+    fn read(f: &mut Fields) -> Self {
+        Common {
+            account: f.required_str("account", names::check_customer_account),
+            amount: f.required_amount("amount"),
+            unit: f.required_str("unit", names::check_unit),
+        }
+    }
+}
+
+fn read_counter(f: &mut Fields, account: Option<&str>) -> Option<Option<String>> {
+    let counter = f.optional_str("counter_account", names::check_any_account)?;
+    if let (Some(c), Some(a)) = (&counter, account) {
+        if c == a {
+            f.error("counter_account", "must differ from account");
+            return None;
+        }
+    }
+    Some(counter)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn debit(v: Value) -> Result<Intent, ValidationErrors> {
+        Intent::usage_debit(v.as_object().unwrap().clone())
+    }
+
+    #[test]
+    fn equal_decimals_and_instants_give_one_fingerprint() {
+        let a = debit(json!({"usage_record_id": "u1", "account": "c", "amount": "1.50", "unit": "USD",
+            "occurred_at": "2026-11-29T11:00:00+01:00", "metadata": {"b": "1", "a": "2"}}))
+        .unwrap();
+        let b = debit(json!({"metadata": {"a": "2", "b": "1"}, "unit": "USD", "amount": 1.5,
+            "account": "c", "usage_record_id": "u1", "occurred_at": "2026-11-29T10:00:00Z"}))
+        .unwrap();
+        assert_eq!(a.fingerprint, b.fingerprint);
+        assert_eq!(
+            a.params,
+            r#"{"account":"c","amount":"1.5","metadata":{"a":"2","b":"1"},"occurred_at":"2026-11-29T10:00:00Z","unit":"USD"}"#
+        );
+        assert_eq!(a.credit_account, "@revenue");
+    }
+
+    #[test]
+    fn absent_and_present_optional_fields_differ() {
+        let a = debit(json!({"usage_record_id": "u1", "account": "c", "amount": "1", "unit": "USD"})).unwrap();
+        let b = debit(json!({"usage_record_id": "u1", "account": "c", "amount": "1", "unit": "USD",
+            "counter_account": "@revenue"}))
+        .unwrap();
+        assert_ne!(a.fingerprint, b.fingerprint);
+        assert_eq!(a.credit_account, b.credit_account);
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let errs = debit(json!({"account": "@revenue", "amount": "0", "unit": "", "colour": "red"}))
+            .unwrap_err();
+        let fields: Vec<&str> = errs.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, vec!["colour", "usage_record_id", "account", "amount", "unit"]);
+    }
+
+    #[test]
+    fn a_payment_credits_the_customer() {
+        let p = Intent::payment(
+            json!({"payment_id": "p1", "account": "c", "amount": "10", "unit": "USD"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
+        assert_eq!(p.debit_account, "@payments");
+        assert_eq!(p.credit_account, "c");
+    }
+}

@@ -1,0 +1,26 @@
+//! The tally ledger: domain types, the decision of every entry, and the two
+//! storage engines behind one narrow interface. Knows nothing of HTTP.
+//!
+//! Where things live:
+//! - [`intent`]: a client's request turned into a validated, fingerprinted intent.
+//! - [`decide`]: the one place where an intent becomes an entry, a replay, a
+//!   conflict or a refusal.
+//! - [`writer`]: the per-tenant group-commit writer that runs decisions.
+//! - [`store`]: SQLite and PostgreSQL, each with its SQL beside its code.
+
+pub mod amount;
+pub mod balance;
+pub mod chain;
+pub mod decide;
+pub mod entry;
+mod error;
+pub mod fields;
+pub mod fingerprint;
+pub mod intent;
+pub mod keys;
+pub mod names;
+pub mod store;
+pub mod verify;
+pub mod writer;
+
+pub use error::LedgerError;

@@ -1,0 +1,138 @@
+//! Limits on every name a client chooses. Each limit is here, once.
+
+use serde_json::{Map, Value};
+
+/// Upstream IDs (usage-record IDs, payment IDs): 1–255 bytes.
+pub const MAX_UPSTREAM_ID_BYTES: usize = 255;
+/// Account IDs: 1–128 bytes.
+pub const MAX_ACCOUNT_BYTES: usize = 128;
+/// Units: 1–32 bytes of `A–Z a–z 0–9 _ - . :`.
+pub const MAX_UNIT_BYTES: usize = 32;
+/// Meter and processor names: 1–128 bytes.
+pub const MAX_LABEL_BYTES: usize = 128;
+/// Metadata: at most 50 keys of 1–40 bytes, values of at most 500 bytes (Stripe's limits).
+pub const MAX_METADATA_KEYS: usize = 50;
+pub const MAX_METADATA_KEY_BYTES: usize = 40;
+pub const MAX_METADATA_VALUE_BYTES: usize = 500;
+/// Tenants: 1–64 bytes of `A–Z a–z 0–9 _ - .`.
+pub const MAX_TENANT_BYTES: usize = 64;
+
+/// System accounts (`@revenue`, `@payments`, …) start with this prefix.
+pub const SYSTEM_PREFIX: char = '@';
+pub const REVENUE_ACCOUNT: &str = "@revenue";
+pub const PAYMENTS_ACCOUNT: &str = "@payments";
+
+pub fn is_system_account(account: &str) -> bool {
+    account.starts_with(SYSTEM_PREFIX)
+}
+
+fn check_text(value: &str, max: usize) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("must not be empty".to_owned());
+    }
+    if value.len() > max {
+        return Err(format!("must be at most {max} bytes"));
+    }
+    if value.chars().any(char::is_control) {
+        return Err("must not contain control characters".to_owned());
+    }
+    Ok(())
+}
+
+pub fn check_upstream_id(value: &str) -> Result<(), String> {
+    check_text(value, MAX_UPSTREAM_ID_BYTES)
+}
+
+/// A customer account: any valid name except a system one.
+pub fn check_customer_account(value: &str) -> Result<(), String> {
+    check_text(value, MAX_ACCOUNT_BYTES)?;
+    if is_system_account(value) {
+        return Err(format!(
+            "names a system account; names starting with {SYSTEM_PREFIX} may only be a counter_account"
+        ));
+    }
+    Ok(())
+}
+
+/// Any account, system accounts included (the `counter_account` of a request).
+pub fn check_any_account(value: &str) -> Result<(), String> {
+    check_text(value, MAX_ACCOUNT_BYTES)
+}
+
+pub fn check_unit(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("must not be empty".to_owned());
+    }
+    if value.len() > MAX_UNIT_BYTES {
+        return Err(format!("must be at most {MAX_UNIT_BYTES} bytes"));
+    }
+    if !value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+    {
+        return Err("may contain only letters, digits and _ - . :".to_owned());
+    }
+    Ok(())
+}
+
+pub fn check_label(value: &str) -> Result<(), String> {
+    check_text(value, MAX_LABEL_BYTES)
+}
+
+pub fn check_tenant(value: &str) -> Result<(), String> {
+    if value.is_empty() || value.len() > MAX_TENANT_BYTES {
+        return Err(format!("must be 1 to {MAX_TENANT_BYTES} bytes"));
+    }
+    if !value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    {
+        return Err("may contain only letters, digits and _ - .".to_owned());
+    }
+    Ok(())
+}
+
+pub fn check_metadata(map: &Map<String, Value>) -> Result<(), String> {
+    if map.len() > MAX_METADATA_KEYS {
+        return Err(format!("must have at most {MAX_METADATA_KEYS} keys"));
+    }
+    for (key, value) in map {
+        check_text(key, MAX_METADATA_KEY_BYTES)
+            .map_err(|m| format!("key {key:?} {m}"))?;
+        match value {
+            Value::String(s) if s.len() <= MAX_METADATA_VALUE_BYTES => {}
+            Value::String(_) => {
+                return Err(format!(
+                    "value of {key:?} must be at most {MAX_METADATA_VALUE_BYTES} bytes"
+                ))
+            }
+            _ => return Err(format!("value of {key:?} must be a string")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounts() {
+        assert!(check_customer_account("cust_42").is_ok());
+        assert!(check_customer_account("").is_err());
+        assert!(check_customer_account("@revenue").is_err());
+        assert!(check_any_account("@revenue").is_ok());
+        assert!(check_customer_account("a\u{7}b").is_err());
+        assert!(check_customer_account(&"x".repeat(128)).is_ok());
+        assert!(check_customer_account(&"x".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn units_and_tenants() {
+        assert!(check_unit("USD").is_ok());
+        assert!(check_unit("llm-tokens").is_ok());
+        assert!(check_unit("U S D").is_err());
+        assert!(check_tenant("acme").is_ok());
+        assert!(check_tenant("acme corp").is_err());
+    }
+}

@@ -1,0 +1,272 @@
+//! The storage engines behind one narrow interface.
+//!
+//! [`Storage`] is what the rest of tally sees. Each engine keeps its SQL in
+//! its own file; the shape of a group transaction is shared in [`group`], so
+//! both engines run the very same decision code.
+
+mod group;
+mod postgres;
+mod sqlite;
+
+use chrono::{DateTime, Utc};
+use sqlx::{ColumnIndex, Decode, Row, Type};
+use tally_projections::BalanceProjection;
+
+use crate::chain::Head;
+use crate::decide::Decision;
+use crate::entry::{EntryStatus, StoredEntry};
+use crate::intent::{EntryKind, Intent};
+use crate::keys::ApiKey;
+use crate::LedgerError;
+
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+/// Filters of `GET /v1/entries`.
+#[derive(Debug, Clone, Default)]
+pub struct EntryFilter {
+    /// Entries whose debit or credit side is this account.
+    pub account: Option<String>,
+    pub kind: Option<EntryKind>,
+    pub after_seq: i64,
+    pub limit: i64,
+    /// `recorded_at >= from`.
+    pub from: Option<DateTime<Utc>>,
+    /// `recorded_at < to`.
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// One stored balance row with the head seq it was read at.
+#[derive(Debug, Clone)]
+pub struct BalanceRow {
+    pub unit: String,
+    pub balance: tally_projections::AccountBalance,
+}
+
+/// A database, SQLite or PostgreSQL, chosen by URL.
+#[derive(Clone)]
+pub enum Storage {
+    Sqlite(SqliteStore),
+    Postgres(PostgresStore),
+}
+
+impl Storage {
+    /// Connects and applies the migrations of the engine the URL names.
+    pub async fn connect(url: &str) -> Result<Storage, LedgerError> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Storage::Postgres(PostgresStore::connect(url).await?))
+        } else if url.starts_with("sqlite:") {
+            Ok(Storage::Sqlite(SqliteStore::connect(url).await?))
+        } else {
+            Err(LedgerError::UnsupportedUrl(format!(
+                "{url:?}: expected sqlite://PATH or postgres://…"
+            )))
+        }
+    }
+
+    pub fn engine_name(&self) -> &'static str {
+        match self {
+            Storage::Sqlite(_) => "sqlite",
+            Storage::Postgres(_) => "postgres",
+        }
+    }
+
+    pub async fn ping(&self) -> Result<(), LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.ping().await,
+            Storage::Postgres(s) => s.ping().await,
+        }
+    }
+
+    /// Decides `intents` for `tenant` in one transaction (SPEC §6). Either
+    /// every decision is committed or none is, and the error says so.
+    pub async fn commit_group(
+        &self,
+        tenant: &str,
+        intents: &[&Intent],
+    ) -> Result<Vec<Decision>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => group::run(s.begin_group().await?, tenant, intents).await,
+            Storage::Postgres(s) => group::run(s.begin_group().await?, tenant, intents).await,
+        }
+    }
+
+    pub async fn insert_api_key(
+        &self,
+        tenant: &str,
+        key_hash: &str,
+        scopes: &str,
+    ) -> Result<(), LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.insert_api_key(tenant, key_hash, scopes).await,
+            Storage::Postgres(s) => s.insert_api_key(tenant, key_hash, scopes).await,
+        }
+    }
+
+    pub async fn find_api_key(&self, key_hash: &str) -> Result<Option<ApiKey>, LedgerError> {
+        let row = match self {
+            Storage::Sqlite(s) => s.find_api_key(key_hash).await?,
+            Storage::Postgres(s) => s.find_api_key(key_hash).await?,
+        };
+        Ok(row.map(|(tenant_id, scopes)| ApiKey {
+            tenant_id,
+            // Scopes were validated when the key was created.
+            scopes: crate::keys::parse_scopes(&scopes).unwrap_or_default(),
+        }))
+    }
+
+    pub async fn entry_by_id(
+        &self,
+        tenant: &str,
+        id: &str,
+    ) -> Result<Option<StoredEntry>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.entry_by_id(tenant, id).await,
+            Storage::Postgres(s) => s.entry_by_id(tenant, id).await,
+        }
+    }
+
+    pub async fn list_entries(
+        &self,
+        tenant: &str,
+        filter: &EntryFilter,
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.list_entries(tenant, filter).await,
+            Storage::Postgres(s) => s.list_entries(tenant, filter).await,
+        }
+    }
+
+    /// The stored balances of `account` (one per unit; several only for
+    /// system accounts) and the head seq they are current at, read in one
+    /// consistent statement.
+    pub async fn balance_rows(
+        &self,
+        tenant: &str,
+        account: &str,
+    ) -> Result<(Vec<BalanceRow>, i64), LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.balance_rows(tenant, account).await,
+            Storage::Postgres(s) => s.balance_rows(tenant, account).await,
+        }
+    }
+
+    /// Posted entries touching `account` with `seq <= as_of_seq`, in seq order.
+    pub async fn postings_until(
+        &self,
+        tenant: &str,
+        account: &str,
+        as_of_seq: i64,
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.postings_until(tenant, account, as_of_seq).await,
+            Storage::Postgres(s) => s.postings_until(tenant, account, as_of_seq).await,
+        }
+    }
+
+    pub async fn tenants(&self) -> Result<Vec<String>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.tenants().await,
+            Storage::Postgres(s) => s.tenants().await,
+        }
+    }
+
+    pub async fn head(&self, tenant: &str) -> Result<Head, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.head(tenant).await,
+            Storage::Postgres(s) => s.head(tenant).await,
+        }
+    }
+
+    /// Every stored balance of a tenant.
+    pub async fn stored_balances(&self, tenant: &str) -> Result<BalanceProjection, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.stored_balances(tenant).await,
+            Storage::Postgres(s) => s.stored_balances(tenant).await,
+        }
+    }
+
+    /// Replaces a tenant's balances with `fold(tenant's log)`, computed and
+    /// written under the head lock so no group commits in between.
+    pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.rebuild_balances(tenant).await,
+            Storage::Postgres(s) => s.rebuild_balances(tenant).await,
+        }
+    }
+}
+
+/// Rows of the log are read in pages of this size by folds and verification.
+pub const LOG_PAGE: i64 = 10_000;
+
+/// Folds posted entries into balances (the projection the writer keeps).
+pub fn fold_into(projection: &mut BalanceProjection, entry: &StoredEntry) -> Result<(), LedgerError> {
+    if entry.status != EntryStatus::Posted {
+        return Ok(());
+    }
+    projection
+        .apply(&tally_projections::Posting {
+            debit_account: &entry.debit_account,
+            credit_account: &entry.credit_account,
+            amount: entry.amount,
+            unit: &entry.unit,
+        })
+        .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))
+}
+
+pub(crate) fn parse_decimal(text: &str, what: &str) -> Result<rust_decimal::Decimal, LedgerError> {
+    crate::amount::parse_exact(text, false)
+        .map_err(|m| LedgerError::Corrupt(format!("{what} {text:?} {m}")))
+}
+
+/// Decodes the engine-independent columns of an entry row; the engine
+/// supplies `recorded_at`, which the two store differently.
+pub(crate) fn decode_entry<'r, R>(
+    row: &'r R,
+    recorded_at: DateTime<Utc>,
+) -> Result<StoredEntry, LedgerError>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let text = |c: &'static str| row.try_get::<String, _>(c);
+    let kind = text("kind")?;
+    let status = text("status")?;
+    Ok(StoredEntry {
+        tenant_id: text("tenant_id")?,
+        seq: row.try_get("seq")?,
+        id: text("id")?,
+        kind: EntryKind::parse(&kind)
+            .ok_or_else(|| LedgerError::Corrupt(format!("unknown kind {kind:?}")))?,
+        upstream_id: text("upstream_id")?,
+        status: EntryStatus::parse(&status)
+            .ok_or_else(|| LedgerError::Corrupt(format!("unknown status {status:?}")))?,
+        rejection_code: row.try_get("rejection_code")?,
+        rejection_message: row.try_get("rejection_message")?,
+        account: text("account")?,
+        debit_account: text("debit_account")?,
+        credit_account: text("credit_account")?,
+        amount: parse_decimal(&text("amount")?, "amount")?,
+        unit: text("unit")?,
+        params: text("params")?,
+        fingerprint: text("fingerprint")?,
+        recorded_at,
+        balance_after: parse_decimal(&text("balance_after")?, "balance_after")?,
+        prev_hash: text("prev_hash")?,
+        hash: text("hash")?,
+    })
+}
+
+/// Keeps only microseconds: both engines store that precision, and the
+/// first answer must equal every replay read back from the database.
+pub(crate) fn now_micros() -> DateTime<Utc> {
+    let now = Utc::now();
+    DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
+}
+
+pub(crate) fn new_entry_id() -> String {
+    format!("ent_{}", uuid::Uuid::now_v7().simple())
+}

@@ -1,0 +1,421 @@
+//! PostgreSQL: production. Many `tally` processes may share one database;
+//! the `FOR UPDATE` lock on the tenant's head row serialises their groups,
+//! and the UNIQUE constraint on (tenant_id, kind, upstream_id) stays the
+//! final arbiter. Amounts are NUMERIC, bound and read as exact text.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgPoolOptions, PgRow};
+use sqlx::{PgPool, Postgres, QueryBuilder, Row, Transaction};
+use tally_projections::{AccountBalance, BalanceProjection};
+
+use super::group::GroupTransaction;
+use super::{decode_entry, fold_into, parse_decimal, BalanceRow, EntryFilter, LOG_PAGE};
+use crate::amount::canonical;
+use crate::chain::{decode_hash, Head, GENESIS_HASH};
+use crate::entry::StoredEntry;
+use crate::intent::EntryKind;
+use crate::LedgerError;
+
+const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
+    rejection_message, account, debit_account, credit_account, amount::text AS amount, unit, \
+    params, fingerprint, recorded_at, balance_after::text AS balance_after, prev_hash, hash";
+
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+fn entry(row: &PgRow) -> Result<StoredEntry, LedgerError> {
+    let recorded_at: DateTime<Utc> = row.try_get("recorded_at")?;
+    decode_entry(row, recorded_at)
+}
+
+fn balance(row: &PgRow) -> Result<AccountBalance, LedgerError> {
+    Ok(AccountBalance {
+        debits: parse_decimal(&row.try_get::<String, _>("debits")?, "debits")?,
+        credits: parse_decimal(&row.try_get::<String, _>("credits")?, "credits")?,
+        held: parse_decimal(&row.try_get::<String, _>("held")?, "held")?,
+    })
+}
+
+const BALANCE_COLUMNS: &str =
+    "account, unit, debits::text AS debits, credits::text AS credits, held::text AS held";
+
+fn head_from(row: Option<&PgRow>) -> Result<Head, LedgerError> {
+    let Some(row) = row else {
+        return Ok(Head::EMPTY);
+    };
+    let hash: String = row.try_get("hash")?;
+    Ok(Head {
+        seq: row.try_get("seq")?,
+        hash: decode_hash(&hash)
+            .ok_or_else(|| LedgerError::Corrupt(format!("head hash {hash:?}")))?,
+    })
+}
+
+impl PostgresStore {
+    pub async fn connect(url: &str) -> Result<Self, LedgerError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            // A database that does not answer turns into a prompt 503, not a hang.
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await?;
+        // sqlx takes an advisory lock, so processes starting together migrate once.
+        sqlx::migrate!("../migrations/postgres").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    pub(super) async fn begin_group(&self) -> Result<PgGroup, LedgerError> {
+        Ok(PgGroup {
+            tx: self.pool.begin().await?,
+        })
+    }
+
+    pub async fn ping(&self) -> Result<(), LedgerError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn insert_api_key(
+        &self,
+        tenant: &str,
+        key_hash: &str,
+        scopes: &str,
+    ) -> Result<(), LedgerError> {
+        sqlx::query(
+            "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, now())",
+        )
+        .bind(tenant)
+        .bind(key_hash)
+        .bind(scopes)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn find_api_key(
+        &self,
+        key_hash: &str,
+    ) -> Result<Option<(String, String)>, LedgerError> {
+        let row = sqlx::query("SELECT tenant_id, scopes FROM api_keys WHERE key_hash = $1")
+            .bind(key_hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(r) => Some((r.try_get("tenant_id")?, r.try_get("scopes")?)),
+            None => None,
+        })
+    }
+
+    pub async fn entry_by_id(
+        &self,
+        tenant: &str,
+        id: &str,
+    ) -> Result<Option<StoredEntry>, LedgerError> {
+        let sql = format!("SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = $1 AND id = $2");
+        let row = sqlx::query(&sql)
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(entry).transpose()
+    }
+
+    pub async fn list_entries(
+        &self,
+        tenant: &str,
+        f: &EntryFilter,
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        let mut q = QueryBuilder::<Postgres>::new(format!("SELECT {ENTRY_COLUMNS} FROM entries"));
+        q.push(" WHERE tenant_id = ").push_bind(tenant);
+        q.push(" AND seq > ").push_bind(f.after_seq);
+        if let Some(account) = &f.account {
+            q.push(" AND (debit_account = ")
+                .push_bind(account)
+                .push(" OR credit_account = ")
+                .push_bind(account)
+                .push(")");
+        }
+        if let Some(kind) = f.kind {
+            q.push(" AND kind = ").push_bind(kind.as_str());
+        }
+        if let Some(from) = f.from {
+            q.push(" AND recorded_at >= ").push_bind(from);
+        }
+        if let Some(to) = f.to {
+            q.push(" AND recorded_at < ").push_bind(to);
+        }
+        q.push(" ORDER BY seq LIMIT ").push_bind(f.limit);
+        let rows = q.build().fetch_all(&self.pool).await?;
+        rows.iter().map(entry).collect()
+    }
+
+    pub async fn balance_rows(
+        &self,
+        tenant: &str,
+        account: &str,
+    ) -> Result<(Vec<BalanceRow>, i64), LedgerError> {
+        // One statement, one snapshot: the balances and the seq they belong to.
+        let rows = sqlx::query(
+            "SELECT b.unit, b.debits::text AS debits, b.credits::text AS credits, \
+                    b.held::text AS held, h.seq AS head_seq \
+             FROM ledger_heads h LEFT JOIN balances b \
+               ON b.tenant_id = h.tenant_id AND b.account = $2 \
+             WHERE h.tenant_id = $1 ORDER BY b.unit",
+        )
+        .bind(tenant)
+        .bind(account)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut seq = 0;
+        let mut out = Vec::new();
+        for r in &rows {
+            seq = r.try_get("head_seq")?;
+            if let Some(unit) = r.try_get::<Option<String>, _>("unit")? {
+                out.push(BalanceRow {
+                    unit,
+                    balance: balance(r)?,
+                });
+            }
+        }
+        Ok((out, seq))
+    }
+
+    pub async fn postings_until(
+        &self,
+        tenant: &str,
+        account: &str,
+        as_of_seq: i64,
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        let sql = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = $1 AND seq <= $2 \
+             AND status = 'posted' AND (debit_account = $3 OR credit_account = $3) ORDER BY seq"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(tenant)
+            .bind(as_of_seq)
+            .bind(account)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(entry).collect()
+    }
+
+    pub async fn tenants(&self) -> Result<Vec<String>, LedgerError> {
+        Ok(
+            sqlx::query_scalar("SELECT tenant_id FROM ledger_heads ORDER BY tenant_id")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn head(&self, tenant: &str) -> Result<Head, LedgerError> {
+        let row = sqlx::query("SELECT seq, hash FROM ledger_heads WHERE tenant_id = $1")
+            .bind(tenant)
+            .fetch_optional(&self.pool)
+            .await?;
+        head_from(row.as_ref())
+    }
+
+    pub async fn stored_balances(&self, tenant: &str) -> Result<BalanceProjection, LedgerError> {
+        let sql = format!("SELECT {BALANCE_COLUMNS} FROM balances WHERE tenant_id = $1");
+        let rows = sqlx::query(&sql).bind(tenant).fetch_all(&self.pool).await?;
+        let mut p = BalanceProjection::new();
+        for r in &rows {
+            let account: String = r.try_get("account")?;
+            let unit: String = r.try_get("unit")?;
+            p.insert(&account, &unit, balance(r)?);
+        }
+        Ok(p)
+    }
+
+    pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
+        let mut group = self.begin_group().await?;
+        let head = group.lock_head(tenant).await?;
+        let mut projection = BalanceProjection::new();
+        let mut after = 0i64;
+        let sql = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+        );
+        loop {
+            let rows = sqlx::query(&sql)
+                .bind(tenant)
+                .bind(after)
+                .bind(LOG_PAGE)
+                .fetch_all(&mut *group.tx)
+                .await?;
+            for r in &rows {
+                let e = entry(r)?;
+                fold_into(&mut projection, &e)?;
+                after = e.seq;
+            }
+            if (rows.len() as i64) < LOG_PAGE {
+                break;
+            }
+        }
+        sqlx::query("DELETE FROM balances WHERE tenant_id = $1")
+            .bind(tenant)
+            .execute(&mut *group.tx)
+            .await?;
+        let rows: Vec<(&str, &str, AccountBalance)> = projection
+            .iter()
+            .map(|(a, u, b)| (a, u, b.clone()))
+            .collect();
+        group.write_balances(tenant, &rows).await?;
+        group.commit().await?;
+        Ok((head.seq, rows.len()))
+    }
+}
+
+pub(super) struct PgGroup {
+    tx: Transaction<'static, Postgres>,
+}
+
+impl GroupTransaction for PgGroup {
+    async fn lock_head(&mut self, tenant: &str) -> Result<Head, LedgerError> {
+        let select = "SELECT seq, hash FROM ledger_heads WHERE tenant_id = $1 FOR UPDATE";
+        let mut row = sqlx::query(select)
+            .bind(tenant)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        if row.is_none() {
+            sqlx::query(
+                "INSERT INTO ledger_heads (tenant_id, seq, hash) VALUES ($1, 0, $2) \
+                 ON CONFLICT (tenant_id) DO NOTHING",
+            )
+            .bind(tenant)
+            .bind(hex::encode(GENESIS_HASH))
+            .execute(&mut *self.tx)
+            .await?;
+            row = sqlx::query(select)
+                .bind(tenant)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+        }
+        head_from(row.as_ref())
+    }
+
+    async fn entries_with_keys(
+        &mut self,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        let kinds: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+        let ids: Vec<&str> = keys.iter().map(|(_, id)| *id).collect();
+        let sql = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = $1 \
+             AND (kind, upstream_id) IN (SELECT * FROM UNNEST($2::text[], $3::text[]))"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(tenant)
+            .bind(&kinds)
+            .bind(&ids)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(entry).collect()
+    }
+
+    async fn balances_of(
+        &mut self,
+        tenant: &str,
+        accounts: &[&str],
+    ) -> Result<Vec<(String, String, AccountBalance)>, LedgerError> {
+        let sql = format!(
+            "SELECT {BALANCE_COLUMNS} FROM balances WHERE tenant_id = $1 AND account = ANY($2)"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(tenant)
+            .bind(accounts)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("account")?, r.try_get("unit")?, balance(r)?)))
+            .collect()
+    }
+
+    async fn insert_entries(&mut self, entries: &[StoredEntry]) -> Result<(), LedgerError> {
+        // One statement per group whatever its size: columns travel as arrays.
+        let col = |f: fn(&StoredEntry) -> String| entries.iter().map(f).collect::<Vec<String>>();
+        let opt = |f: fn(&StoredEntry) -> Option<String>| {
+            entries.iter().map(f).collect::<Vec<Option<String>>>()
+        };
+        let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
+        let recorded: Vec<DateTime<Utc>> = entries.iter().map(|e| e.recorded_at).collect();
+        sqlx::query(
+            "INSERT INTO entries (tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
+               rejection_message, account, debit_account, credit_account, amount, unit, params, \
+               fingerprint, recorded_at, balance_after, prev_hash, hash) \
+             SELECT * FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], \
+               $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], \
+               $12::text[]::numeric[], $13::text[], $14::text[], $15::text[], $16::timestamptz[], \
+               $17::text[]::numeric[], $18::text[], $19::text[])",
+        )
+        .bind(col(|e| e.tenant_id.clone()))
+        .bind(seqs)
+        .bind(col(|e| e.id.clone()))
+        .bind(col(|e| e.kind.as_str().to_owned()))
+        .bind(col(|e| e.upstream_id.clone()))
+        .bind(col(|e| e.status.as_str().to_owned()))
+        .bind(opt(|e| e.rejection_code.clone()))
+        .bind(opt(|e| e.rejection_message.clone()))
+        .bind(col(|e| e.account.clone()))
+        .bind(col(|e| e.debit_account.clone()))
+        .bind(col(|e| e.credit_account.clone()))
+        .bind(col(|e| canonical(e.amount)))
+        .bind(col(|e| e.unit.clone()))
+        .bind(col(|e| e.params.clone()))
+        .bind(col(|e| e.fingerprint.clone()))
+        .bind(recorded)
+        .bind(col(|e| canonical(e.balance_after)))
+        .bind(col(|e| e.prev_hash.clone()))
+        .bind(col(|e| e.hash.clone()))
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn write_balances(
+        &mut self,
+        tenant: &str,
+        rows: &[(&str, &str, AccountBalance)],
+    ) -> Result<(), LedgerError> {
+        let accounts: Vec<&str> = rows.iter().map(|r| r.0).collect();
+        let units: Vec<&str> = rows.iter().map(|r| r.1).collect();
+        let amounts = |f: fn(&AccountBalance) -> rust_decimal::Decimal| {
+            rows.iter().map(|r| canonical(f(&r.2))).collect::<Vec<String>>()
+        };
+        sqlx::query(
+            "INSERT INTO balances (tenant_id, account, unit, debits, credits, held) \
+             SELECT $1, * FROM UNNEST($2::text[], $3::text[], $4::text[]::numeric[], \
+               $5::text[]::numeric[], $6::text[]::numeric[]) \
+             ON CONFLICT (tenant_id, account, unit) DO UPDATE SET \
+               debits = EXCLUDED.debits, credits = EXCLUDED.credits, held = EXCLUDED.held",
+        )
+        .bind(tenant)
+        .bind(&accounts)
+        .bind(&units)
+        .bind(amounts(|b| b.debits))
+        .bind(amounts(|b| b.credits))
+        .bind(amounts(|b| b.held))
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn write_head(&mut self, tenant: &str, head: &Head) -> Result<(), LedgerError> {
+        sqlx::query("UPDATE ledger_heads SET seq = $1, hash = $2 WHERE tenant_id = $3")
+            .bind(head.seq)
+            .bind(hex::encode(head.hash))
+            .bind(tenant)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<(), LedgerError> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+}

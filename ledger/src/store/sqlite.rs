@@ -1,0 +1,430 @@
+//! SQLite: the embedded default. One file, WAL, `synchronous=FULL` so a 2xx
+//! survives power loss, `BEGIN IMMEDIATE` so a group takes the write lock
+//! before it reads (no upgrade deadlock between processes).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
+use tally_projections::{AccountBalance, BalanceProjection};
+
+use super::group::GroupTransaction;
+use super::{decode_entry, fold_into, parse_decimal, BalanceRow, EntryFilter, LOG_PAGE};
+use crate::amount::canonical;
+use crate::chain::{decode_hash, Head, GENESIS_HASH};
+use crate::entry::{format_recorded_at, StoredEntry};
+use crate::intent::EntryKind;
+use crate::LedgerError;
+
+const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
+    rejection_message, account, debit_account, credit_account, amount, unit, params, \
+    fingerprint, recorded_at, balance_after, prev_hash, hash";
+
+/// SQLite allows 32,766 bound parameters per statement; stay well below.
+const ROWS_PER_INSERT: usize = 500;
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+fn entry(row: &SqliteRow) -> Result<StoredEntry, LedgerError> {
+    let text: String = row.try_get("recorded_at")?;
+    let recorded_at = DateTime::parse_from_rfc3339(&text)
+        .map_err(|_| LedgerError::Corrupt(format!("recorded_at {text:?}")))?
+        .with_timezone(&Utc);
+    decode_entry(row, recorded_at)
+}
+
+fn balance(row: &SqliteRow) -> Result<AccountBalance, LedgerError> {
+    Ok(AccountBalance {
+        debits: parse_decimal(&row.try_get::<String, _>("debits")?, "debits")?,
+        credits: parse_decimal(&row.try_get::<String, _>("credits")?, "credits")?,
+        held: parse_decimal(&row.try_get::<String, _>("held")?, "held")?,
+    })
+}
+
+impl SqliteStore {
+    pub async fn connect(url: &str) -> Result<Self, LedgerError> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    pub(super) async fn begin_group(&self) -> Result<SqliteGroup, LedgerError> {
+        Ok(SqliteGroup {
+            tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
+        })
+    }
+
+    pub async fn ping(&self) -> Result<(), LedgerError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn insert_api_key(
+        &self,
+        tenant: &str,
+        key_hash: &str,
+        scopes: &str,
+    ) -> Result<(), LedgerError> {
+        sqlx::query(
+            "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES (?, ?, ?, ?)",
+        )
+        .bind(tenant)
+        .bind(key_hash)
+        .bind(scopes)
+        .bind(format_recorded_at(&Utc::now()))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn find_api_key(
+        &self,
+        key_hash: &str,
+    ) -> Result<Option<(String, String)>, LedgerError> {
+        let row = sqlx::query("SELECT tenant_id, scopes FROM api_keys WHERE key_hash = ?")
+            .bind(key_hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(r) => Some((r.try_get("tenant_id")?, r.try_get("scopes")?)),
+            None => None,
+        })
+    }
+
+    pub async fn entry_by_id(
+        &self,
+        tenant: &str,
+        id: &str,
+    ) -> Result<Option<StoredEntry>, LedgerError> {
+        let sql = format!("SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = ? AND id = ?");
+        let row = sqlx::query(&sql)
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(entry).transpose()
+    }
+
+    pub async fn list_entries(
+        &self,
+        tenant: &str,
+        f: &EntryFilter,
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {ENTRY_COLUMNS} FROM entries"));
+        q.push(" WHERE tenant_id = ").push_bind(tenant);
+        q.push(" AND seq > ").push_bind(f.after_seq);
+        if let Some(account) = &f.account {
+            q.push(" AND (debit_account = ")
+                .push_bind(account)
+                .push(" OR credit_account = ")
+                .push_bind(account)
+                .push(")");
+        }
+        if let Some(kind) = f.kind {
+            q.push(" AND kind = ").push_bind(kind.as_str());
+        }
+        // Fixed-width UTC text compares in time order.
+        if let Some(from) = f.from {
+            q.push(" AND recorded_at >= ").push_bind(format_recorded_at(&from));
+        }
+        if let Some(to) = f.to {
+            q.push(" AND recorded_at < ").push_bind(format_recorded_at(&to));
+        }
+        q.push(" ORDER BY seq LIMIT ").push_bind(f.limit);
+        let rows = q.build().fetch_all(&self.pool).await?;
+        rows.iter().map(entry).collect()
+    }
+
+    pub async fn balance_rows(
+        &self,
+        tenant: &str,
+        account: &str,
+    ) -> Result<(Vec<BalanceRow>, i64), LedgerError> {
+        let mut tx = self.pool.begin().await?;
+        let rows = sqlx::query(
+            "SELECT unit, debits, credits, held FROM balances \
+             WHERE tenant_id = ? AND account = ? ORDER BY unit",
+        )
+        .bind(tenant)
+        .bind(account)
+        .fetch_all(&mut *tx)
+        .await?;
+        let seq: Option<i64> = sqlx::query_scalar("SELECT seq FROM ledger_heads WHERE tenant_id = ?")
+            .bind(tenant)
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let rows = rows
+            .iter()
+            .map(|r| {
+                Ok(BalanceRow {
+                    unit: r.try_get("unit")?,
+                    balance: balance(r)?,
+                })
+            })
+            .collect::<Result<Vec<_>, LedgerError>>()?;
+        Ok((rows, seq.unwrap_or(0)))
+    }
+
+    pub async fn postings_until(
+        &self,
+        tenant: &str,
+        account: &str,
+        as_of_seq: i64,
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        let sql = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = ? AND seq <= ? \
+             AND status = 'posted' AND (debit_account = ? OR credit_account = ?) ORDER BY seq"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(tenant)
+            .bind(as_of_seq)
+            .bind(account)
+            .bind(account)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(entry).collect()
+    }
+
+    pub async fn tenants(&self) -> Result<Vec<String>, LedgerError> {
+        Ok(
+            sqlx::query_scalar("SELECT tenant_id FROM ledger_heads ORDER BY tenant_id")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn head(&self, tenant: &str) -> Result<Head, LedgerError> {
+        let row = sqlx::query("SELECT seq, hash FROM ledger_heads WHERE tenant_id = ?")
+            .bind(tenant)
+            .fetch_optional(&self.pool)
+            .await?;
+        head_from(row.as_ref())
+    }
+
+    pub async fn stored_balances(&self, tenant: &str) -> Result<BalanceProjection, LedgerError> {
+        let rows = sqlx::query(
+            "SELECT account, unit, debits, credits, held FROM balances WHERE tenant_id = ?",
+        )
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut p = BalanceProjection::new();
+        for r in &rows {
+            let account: String = r.try_get("account")?;
+            let unit: String = r.try_get("unit")?;
+            p.insert(&account, &unit, balance(r)?);
+        }
+        Ok(p)
+    }
+
+    pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
+        let mut group = self.begin_group().await?;
+        let head = group.lock_head(tenant).await?;
+        let tx = &mut group.tx;
+        let mut projection = BalanceProjection::new();
+        let mut after = 0i64;
+        let sql = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+        );
+        loop {
+            let rows = sqlx::query(&sql)
+                .bind(tenant)
+                .bind(after)
+                .bind(LOG_PAGE)
+                .fetch_all(&mut **tx)
+                .await?;
+            for r in &rows {
+                let e = entry(r)?;
+                fold_into(&mut projection, &e)?;
+                after = e.seq;
+            }
+            if (rows.len() as i64) < LOG_PAGE {
+                break;
+            }
+        }
+        sqlx::query("DELETE FROM balances WHERE tenant_id = ?")
+            .bind(tenant)
+            .execute(&mut **tx)
+            .await?;
+        let rows: Vec<(&str, &str, AccountBalance)> = projection
+            .iter()
+            .map(|(a, u, b)| (a, u, b.clone()))
+            .collect();
+        group.write_balances(tenant, &rows).await?;
+        group.commit().await?;
+        Ok((head.seq, rows.len()))
+    }
+}
+
+fn head_from(row: Option<&SqliteRow>) -> Result<Head, LedgerError> {
+    let Some(row) = row else {
+        return Ok(Head::EMPTY);
+    };
+    let hash: String = row.try_get("hash")?;
+    Ok(Head {
+        seq: row.try_get("seq")?,
+        hash: decode_hash(&hash)
+            .ok_or_else(|| LedgerError::Corrupt(format!("head hash {hash:?}")))?,
+    })
+}
+
+pub(super) struct SqliteGroup {
+    tx: Transaction<'static, Sqlite>,
+}
+
+impl GroupTransaction for SqliteGroup {
+    async fn lock_head(&mut self, tenant: &str) -> Result<Head, LedgerError> {
+        // BEGIN IMMEDIATE already holds the database's write lock.
+        sqlx::query(
+            "INSERT INTO ledger_heads (tenant_id, seq, hash) VALUES (?, 0, ?) \
+             ON CONFLICT (tenant_id) DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(hex::encode(GENESIS_HASH))
+        .execute(&mut *self.tx)
+        .await?;
+        let row = sqlx::query("SELECT seq, hash FROM ledger_heads WHERE tenant_id = ?")
+            .bind(tenant)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        head_from(row.as_ref())
+    }
+
+    async fn entries_with_keys(
+        &mut self,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        let mut found = Vec::new();
+        for chunk in keys.chunks(ROWS_PER_INSERT) {
+            let mut q = QueryBuilder::<Sqlite>::new(format!(
+                "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
+            ));
+            q.push_bind(tenant).push(" AND upstream_id IN (");
+            let mut sep = q.separated(", ");
+            for (_, id) in chunk {
+                sep.push_bind(*id);
+            }
+            q.push(")");
+            for row in q.build().fetch_all(&mut *self.tx).await? {
+                let e = entry(&row)?;
+                if chunk.contains(&(e.kind, e.upstream_id.as_str())) {
+                    found.push(e);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn balances_of(
+        &mut self,
+        tenant: &str,
+        accounts: &[&str],
+    ) -> Result<Vec<(String, String, AccountBalance)>, LedgerError> {
+        let mut out = Vec::new();
+        for chunk in accounts.chunks(ROWS_PER_INSERT) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "SELECT account, unit, debits, credits, held FROM balances WHERE tenant_id = ",
+            );
+            q.push_bind(tenant).push(" AND account IN (");
+            let mut sep = q.separated(", ");
+            for a in chunk {
+                sep.push_bind(*a);
+            }
+            q.push(")");
+            for row in q.build().fetch_all(&mut *self.tx).await? {
+                out.push((row.try_get("account")?, row.try_get("unit")?, balance(&row)?));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn insert_entries(&mut self, entries: &[StoredEntry]) -> Result<(), LedgerError> {
+        for chunk in entries.chunks(ROWS_PER_INSERT / 2) {
+            let mut q =
+                QueryBuilder::<Sqlite>::new(format!("INSERT INTO entries ({ENTRY_COLUMNS}) "));
+            q.push_values(chunk, |mut b, e| {
+                b.push_bind(&e.tenant_id)
+                    .push_bind(e.seq)
+                    .push_bind(&e.id)
+                    .push_bind(e.kind.as_str())
+                    .push_bind(&e.upstream_id)
+                    .push_bind(e.status.as_str())
+                    .push_bind(&e.rejection_code)
+                    .push_bind(&e.rejection_message)
+                    .push_bind(&e.account)
+                    .push_bind(&e.debit_account)
+                    .push_bind(&e.credit_account)
+                    .push_bind(canonical(e.amount))
+                    .push_bind(&e.unit)
+                    .push_bind(&e.params)
+                    .push_bind(&e.fingerprint)
+                    .push_bind(format_recorded_at(&e.recorded_at))
+                    .push_bind(canonical(e.balance_after))
+                    .push_bind(&e.prev_hash)
+                    .push_bind(&e.hash);
+            });
+            q.build().execute(&mut *self.tx).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_balances(
+        &mut self,
+        tenant: &str,
+        rows: &[(&str, &str, AccountBalance)],
+    ) -> Result<(), LedgerError> {
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO balances (tenant_id, account, unit, debits, credits, held) ",
+            );
+            q.push_values(chunk, |mut b, (account, unit, bal)| {
+                b.push_bind(tenant)
+                    .push_bind(*account)
+                    .push_bind(*unit)
+                    .push_bind(canonical(bal.debits))
+                    .push_bind(canonical(bal.credits))
+                    .push_bind(canonical(bal.held));
+            });
+            q.push(
+                " ON CONFLICT (tenant_id, account, unit) DO UPDATE SET \
+                 debits = excluded.debits, credits = excluded.credits, held = excluded.held",
+            );
+            q.build().execute(&mut *self.tx).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_head(&mut self, tenant: &str, head: &Head) -> Result<(), LedgerError> {
+        sqlx::query("UPDATE ledger_heads SET seq = ?, hash = ? WHERE tenant_id = ?")
+            .bind(head.seq)
+            .bind(hex::encode(head.hash))
+            .bind(tenant)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn commit(self) -> Result<(), LedgerError> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,193 @@
+use std::collections::HashMap;
+
+use rust_decimal::Decimal;
+
+/// The running totals of one account in one unit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccountBalance {
+    pub debits: Decimal,
+    pub credits: Decimal,
+    pub held: Decimal,
+}
+
+impl AccountBalance {
+    /// `credits − debits`: a customer who used more than they paid is negative.
+    pub fn posted(&self) -> Decimal {
+        self.credits - self.debits
+    }
+
+    pub fn available(&self) -> Decimal {
+        self.posted() - self.held
+    }
+}
+
+/// One double-entry movement: `amount` leaves `debit_account` and reaches
+/// `credit_account`, both in `unit`.
+#[derive(Debug, Clone, Copy)]
+pub struct Posting<'a> {
+    pub debit_account: &'a str,
+    pub credit_account: &'a str,
+    pub amount: Decimal,
+    pub unit: &'a str,
+}
+
+/// A total went past what a `Decimal` can hold (about 7.9e28).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BalanceOverflow {
+    pub account: String,
+}
+
+/// Balances per unit and account.
+///
+/// Keyed unit-first so a lookup borrows `&str` and allocates nothing: the
+/// rebuild folds millions of entries through `apply`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BalanceProjection {
+    by_unit: HashMap<String, HashMap<String, AccountBalance>>,
+}
+
+impl BalanceProjection {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Seeds the projection with a stored balance (the write path loads the
+    /// touched accounts before folding a group on top of them).
+    pub fn insert(&mut self, account: &str, unit: &str, balance: AccountBalance) {
+        self.by_unit
+            .entry(unit.to_owned())
+            .or_default()
+            .insert(account.to_owned(), balance);
+    }
+
+    pub fn get(&self, account: &str, unit: &str) -> Option<&AccountBalance> {
+        self.by_unit.get(unit).and_then(|accounts| accounts.get(account))
+    }
+
+    /// Applies one posting. On overflow nothing is changed.
+    pub fn apply(&mut self, posting: &Posting<'_>) -> Result<(), BalanceOverflow> {
+        let debited = self
+            .get(posting.debit_account, posting.unit)
+            .map(|b| b.debits)
+            .unwrap_or_default()
+            .checked_add(posting.amount)
+            .ok_or_else(|| BalanceOverflow {
+                account: posting.debit_account.to_owned(),
+            })?;
+        let credited = self
+            .get(posting.credit_account, posting.unit)
+            .map(|b| b.credits)
+            .unwrap_or_default()
+            .checked_add(posting.amount)
+            .ok_or_else(|| BalanceOverflow {
+                account: posting.credit_account.to_owned(),
+            })?;
+        self.slot(posting.debit_account, posting.unit).debits = debited;
+        self.slot(posting.credit_account, posting.unit).credits = credited;
+        Ok(())
+    }
+
+    fn slot(&mut self, account: &str, unit: &str) -> &mut AccountBalance {
+        // Two-step lookup so the hot path (account already known) allocates nothing.
+        if !self.by_unit.contains_key(unit) {
+            self.by_unit.insert(unit.to_owned(), HashMap::new());
+        }
+        let accounts = self
+            .by_unit
+            .get_mut(unit)
+            .expect("invariant: the unit map was inserted just above");
+        if !accounts.contains_key(account) {
+            accounts.insert(account.to_owned(), AccountBalance::default());
+        }
+        accounts
+            .get_mut(account)
+            .expect("invariant: the account was inserted just above")
+    }
+
+    /// Every (account, unit, balance), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &AccountBalance)> {
+        self.by_unit.iter().flat_map(|(unit, accounts)| {
+            accounts
+                .iter()
+                .map(move |(account, balance)| (account.as_str(), unit.as_str(), balance))
+        })
+    }
+
+    /// Sum of `posted` over every account of `unit`; double entry keeps it zero.
+    pub fn unit_total(&self, unit: &str) -> Decimal {
+        self.by_unit
+            .get(unit)
+            .map(|accounts| accounts.values().map(AccountBalance::posted).sum())
+            .unwrap_or_default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_unit.values().map(HashMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+
+    fn d(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn a_posting_moves_money_and_keeps_the_unit_at_zero() {
+        let mut p = BalanceProjection::new();
+        p.apply(&Posting {
+            debit_account: "cust",
+            credit_account: "@revenue",
+            amount: d("1.25"),
+            unit: "USD",
+        })
+        .unwrap();
+        p.apply(&Posting {
+            debit_account: "@payments",
+            credit_account: "cust",
+            amount: d("5"),
+            unit: "USD",
+        })
+        .unwrap();
+        let cust = p.get("cust", "USD").unwrap();
+        assert_eq!(cust.debits, d("1.25"));
+        assert_eq!(cust.credits, d("5"));
+        assert_eq!(cust.posted(), d("3.75"));
+        assert_eq!(p.get("@revenue", "USD").unwrap().posted(), d("1.25"));
+        assert_eq!(p.unit_total("USD"), Decimal::ZERO);
+        assert!(p.get("cust", "credits").is_none());
+    }
+
+    #[test]
+    fn overflow_changes_nothing() {
+        let mut p = BalanceProjection::new();
+        p.insert(
+            "cust",
+            "USD",
+            AccountBalance {
+                debits: Decimal::MAX,
+                ..Default::default()
+            },
+        );
+        let before = p.clone();
+        let err = p
+            .apply(&Posting {
+                debit_account: "cust",
+                credit_account: "@revenue",
+                amount: d("1"),
+                unit: "USD",
+            })
+            .unwrap_err();
+        assert_eq!(err.account, "cust");
+        assert_eq!(p, before);
+    }
+}
