@@ -1,1 +1,13 @@
-pub fn x(){}
+//! The HTTP face of tally. Handlers parse, authenticate and hand intents to
+//! the ledger's writer; [`problem`] is the one place where ledger outcomes
+//! and errors become HTTP statuses and problem+json bodies.
+
+pub mod auth;
+pub mod body;
+pub mod cli;
+pub mod problem;
+pub mod routes;
+pub mod server;
+
+pub use problem::ApiError;
+pub use server::{router, AppState};

@@ -1,0 +1,80 @@
+//! Bearer keys: only their sha256 is stored; a positive lookup is cached
+//! (keys are never revoked yet), a miss always asks the database so a key
+//! created a moment ago works at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::header;
+use tally_ledger::keys::{hash_secret, ApiKey, Scope};
+use tally_ledger::store::Storage;
+
+use crate::problem::ApiError;
+use crate::server::AppState;
+
+#[derive(Clone, Default)]
+pub struct KeyCache {
+    known: Arc<RwLock<HashMap<String, ApiKey>>>,
+}
+
+impl KeyCache {
+    async fn lookup(&self, storage: &Storage, secret: &str) -> Result<Option<ApiKey>, ApiError> {
+        let hash = hash_secret(secret);
+        if let Some(key) = self
+            .known
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&hash)
+        {
+            return Ok(Some(key.clone()));
+        }
+        let found = storage.find_api_key(&hash).await?;
+        if let Some(key) = &found {
+            self.known
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(hash, key.clone());
+        }
+        Ok(found)
+    }
+}
+
+/// The authenticated caller.
+pub struct Caller(pub ApiKey);
+
+impl Caller {
+    pub fn tenant(&self) -> &str {
+        &self.0.tenant_id
+    }
+
+    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+        if self.0.allows(scope) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(scope))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let secret = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or(ApiError::Unauthenticated)?;
+        state
+            .keys
+            .lookup(state.writers.storage(), secret)
+            .await?
+            .map(Caller)
+            .ok_or(ApiError::Unauthenticated)
+    }
+}

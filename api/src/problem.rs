@@ -1,0 +1,265 @@
+//! Every error and stored outcome of the API as RFC 9457 problem+json, with
+//! the stable `code` of SPEC §3. Nothing else in the crate picks a status.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+use tally_ledger::decide::{Decision, Refusal};
+use tally_ledger::entry::{EntryStatus, StoredEntry};
+use tally_ledger::fields::ValidationErrors;
+use tally_ledger::keys::Scope;
+use tally_ledger::LedgerError;
+
+/// Seconds a client should wait before retrying a 429 or 503.
+const RETRY_AFTER_SECONDS: &str = "1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("malformed JSON: {0}")]
+    MalformedJson(String),
+    #[error("missing or unknown API key")]
+    Unauthenticated,
+    #[error("the API key lacks scope {0:?}")]
+    Forbidden(Scope),
+    #[error("not found")]
+    NotFound,
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    #[error("request body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    #[error("invalid request: {0}")]
+    Invalid(ValidationErrors),
+    #[error("too many requests")]
+    RateLimited,
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Ledger(LedgerError),
+}
+
+impl From<LedgerError> for ApiError {
+    fn from(e: LedgerError) -> Self {
+        match e {
+            LedgerError::Invalid(v) => ApiError::Invalid(v),
+            LedgerError::NotFound => ApiError::NotFound,
+            LedgerError::Overloaded => ApiError::RateLimited,
+            LedgerError::Unavailable(m) => ApiError::Unavailable(m),
+            LedgerError::Database(e) => ApiError::Unavailable(e.to_string()),
+            LedgerError::Migration(e) => ApiError::Unavailable(e.to_string()),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// A problem+json body under construction.
+struct Problem {
+    status: StatusCode,
+    code: String,
+    title: &'static str,
+    detail: String,
+    extra: Map<String, Value>,
+}
+
+impl Problem {
+    fn new(status: StatusCode, code: impl Into<String>, title: &'static str, detail: String) -> Self {
+        Self {
+            status,
+            code: code.into(),
+            title,
+            detail,
+            extra: Map::new(),
+        }
+    }
+
+    fn with(mut self, key: &str, value: Value) -> Self {
+        self.extra.insert(key.to_owned(), value);
+        self
+    }
+
+    fn body(self) -> (StatusCode, Vec<u8>) {
+        let mut body = Map::new();
+        body.insert("type".into(), json!(format!("/problems/{}", self.code)));
+        body.insert("title".into(), json!(self.title));
+        body.insert("status".into(), json!(self.status.as_u16()));
+        body.insert("detail".into(), json!(self.detail));
+        body.insert("code".into(), json!(self.code));
+        body.extend(self.extra);
+        // Serialising a Map of JSON values cannot fail.
+        let bytes = serde_json::to_vec(&Value::Object(body)).unwrap_or_default();
+        (self.status, bytes)
+    }
+
+    fn into_response(self) -> Response {
+        let (status, bytes) = self.body();
+        let mut response = (status, bytes).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if matches!(
+            status,
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+        ) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+        }
+        response
+    }
+}
+
+fn invalid(errors: &ValidationErrors) -> Problem {
+    Problem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_request",
+        "Invalid request",
+        errors.to_string(),
+    )
+    .with("errors", json!(errors.errors))
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        use StatusCode as S;
+        let detail = self.to_string();
+        let problem = match self {
+            ApiError::MalformedJson(_) => {
+                Problem::new(S::BAD_REQUEST, "malformed_json", "Malformed JSON", detail)
+            }
+            ApiError::Unauthenticated => Problem::new(
+                S::UNAUTHORIZED,
+                "unauthenticated",
+                "Unauthenticated",
+                "send Authorization: Bearer <key> with a valid API key".into(),
+            ),
+            ApiError::Forbidden(_) => Problem::new(S::FORBIDDEN, "forbidden", "Forbidden", detail),
+            ApiError::NotFound => Problem::new(S::NOT_FOUND, "not_found", "Not found", detail),
+            ApiError::MethodNotAllowed => Problem::new(
+                S::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "Method not allowed",
+                detail,
+            ),
+            ApiError::PayloadTooLarge(_) => Problem::new(
+                S::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "Payload too large",
+                detail,
+            ),
+            ApiError::Invalid(errors) => invalid(&errors),
+            ApiError::RateLimited => Problem::new(
+                S::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "Too many requests",
+                "the ledger is busy; retry the same request after Retry-After seconds".into(),
+            ),
+            ApiError::Unavailable(cause) => {
+                tracing::warn!(%cause, "answering 503");
+                Problem::new(
+                    S::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "Service unavailable",
+                    "the database is unavailable; nothing was committed, retry the same request"
+                        .into(),
+                )
+            }
+            ApiError::Internal(_) | ApiError::Io(_) | ApiError::Ledger(_) => {
+                tracing::error!(error = %detail, "internal error");
+                Problem::new(
+                    S::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "Internal error",
+                    "an internal error occurred".into(),
+                )
+            }
+        };
+        problem.into_response()
+    }
+}
+
+/// The answer to a decided intent: 201 for a new posted entry, 200 with
+/// `Idempotent-Replayed: true` for a replay, 422 with the stored entry for a
+/// stored rejection (on replay too), 409 for a conflict.
+pub fn decision_response(decision: Decision) -> Response {
+    match decision {
+        Decision::Created(entry) => entry_response(&entry, false),
+        Decision::Replayed(entry) => entry_response(&entry, true),
+        Decision::Conflict {
+            entry_id,
+            differing_fields,
+        } => Problem::new(
+            StatusCode::CONFLICT,
+            "idempotency_conflict",
+            "Idempotency conflict",
+            format!(
+                "this upstream ID already names entry {entry_id} with other parameters ({}); \
+                 a new intent needs a new ID",
+                differing_fields.join(", ")
+            ),
+        )
+        .with("entry_id", json!(entry_id))
+        .with("differing_fields", json!(differing_fields))
+        .into_response(),
+        Decision::Refused(Refusal::UnitMismatch {
+            field,
+            account,
+            existing_unit,
+        }) => {
+            let message = format!("account {account:?} is in {existing_unit}");
+            Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unit_mismatch",
+                "Unit mismatch",
+                message.clone(),
+            )
+            .with("account", json!(account))
+            .with("unit", json!(existing_unit))
+            .with("errors", json!([{"field": "unit", "message": message}, {"field": field, "message": "is in another unit"}]))
+            .into_response()
+        }
+        Decision::Refused(Refusal::BalanceOverflow { account }) => invalid(
+            &ValidationErrors::single("amount", format!("would overflow the balance of {account:?}")),
+        )
+        .into_response(),
+    }
+}
+
+fn entry_response(entry: &StoredEntry, replayed: bool) -> Response {
+    let view = entry.view();
+    let mut response = match entry.status {
+        EntryStatus::Posted => {
+            let status = if replayed { StatusCode::OK } else { StatusCode::CREATED };
+            // Serialising a struct of strings and maps cannot fail.
+            let bytes = serde_json::to_vec(&view).unwrap_or_default();
+            let mut r = (status, bytes).into_response();
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r
+        }
+        EntryStatus::Rejected => {
+            // The stored rejection code is the problem's code (e.g. insufficient_funds).
+            let code = entry
+                .rejection_code
+                .clone()
+                .unwrap_or_else(|| "rejected".to_owned());
+            Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                code,
+                "Rejected by a ledger rule",
+                entry.rejection_message.clone().unwrap_or_default(),
+            )
+            .with("entry", json!(view))
+            .into_response()
+        }
+    };
+    if replayed {
+        response
+            .headers_mut()
+            .insert("Idempotent-Replayed", HeaderValue::from_static("true"));
+    }
+    response
+}

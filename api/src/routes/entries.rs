@@ -1,0 +1,96 @@
+//! `GET /v1/entries/{id}` and `GET /v1/entries`.
+
+use axum::extract::{Path, RawQuery, State};
+use axum::Json;
+use serde::Serialize;
+use tally_ledger::entry::EntryView;
+use tally_ledger::intent::EntryKind;
+use tally_ledger::keys::Scope;
+use tally_ledger::names::check_any_account;
+use tally_ledger::store::EntryFilter;
+
+use super::query::QueryParams;
+use crate::auth::Caller;
+use crate::problem::ApiError;
+use crate::server::AppState;
+
+/// Largest page of `GET /v1/entries`.
+pub const MAX_PAGE: i64 = 1_000;
+pub const DEFAULT_PAGE: i64 = 100;
+
+pub async fn get_entry(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<EntryView>, ApiError> {
+    caller.require(Scope::Read)?;
+    let entry = app
+        .writers
+        .storage()
+        .entry_by_id(caller.tenant(), &id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(entry.view()))
+}
+
+#[derive(Serialize)]
+pub struct EntryPage {
+    entries: Vec<EntryView>,
+    /// Pass as `after_seq` for the next page; null when this page is the last.
+    next_after_seq: Option<i64>,
+}
+
+pub async fn list_entries(
+    State(app): State<AppState>,
+    caller: Caller,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<EntryPage>, ApiError> {
+    caller.require(Scope::Read)?;
+    let mut q = QueryParams::parse(
+        raw.as_deref(),
+        &["account", "kind", "after_seq", "limit", "from", "to"],
+    )?;
+    let account = q.text("account");
+    if let Some(a) = &account {
+        if let Err(m) = check_any_account(a) {
+            q.error("account", m);
+        }
+    }
+    let kind = match q.text("kind") {
+        None => None,
+        Some(k) => {
+            let parsed = EntryKind::parse(&k);
+            if parsed.is_none() {
+                q.error("kind", "must be usage_debit or payment");
+            }
+            parsed
+        }
+    };
+    let after_seq = q.int("after_seq", 0, i64::MAX).unwrap_or(0);
+    let limit = q.int("limit", 1, MAX_PAGE).unwrap_or(DEFAULT_PAGE);
+    let from = q.timestamp("from");
+    let to = q.timestamp("to");
+    q.finish()?;
+    let filter = EntryFilter {
+        account,
+        kind,
+        after_seq,
+        limit,
+        from,
+        to,
+    };
+    let entries = app
+        .writers
+        .storage()
+        .list_entries(caller.tenant(), &filter)
+        .await?;
+    let next_after_seq = if entries.len() as i64 == limit {
+        entries.last().map(|e| e.seq)
+    } else {
+        None
+    };
+    Ok(Json(EntryPage {
+        entries: entries.iter().map(|e| e.view()).collect(),
+        next_after_seq,
+    }))
+}

@@ -1,0 +1,7 @@
+//! One file per resource.
+
+pub mod balances;
+pub mod entries;
+pub mod health;
+pub mod intents;
+mod query;

@@ -1,0 +1,71 @@
+//! Query strings read strictly: unknown or repeated parameters are refused,
+//! as unknown body fields are.
+
+use std::collections::HashMap;
+
+use tally_ledger::fields::ValidationErrors;
+
+use crate::problem::ApiError;
+
+pub struct QueryParams {
+    params: HashMap<String, String>,
+    errors: ValidationErrors,
+}
+
+impl QueryParams {
+    pub fn parse(raw: Option<&str>, allowed: &[&str]) -> Result<Self, ApiError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.unwrap_or(""))
+            .map_err(|e| ApiError::Invalid(ValidationErrors::single("query", e.to_string())))?;
+        let mut params = HashMap::new();
+        let mut errors = ValidationErrors::default();
+        for (k, v) in pairs {
+            if !allowed.contains(&k.as_str()) {
+                errors.push(k, "is not a known parameter");
+            } else if params.contains_key(&k) {
+                errors.push(k, "is given more than once");
+            } else {
+                params.insert(k, v);
+            }
+        }
+        Ok(Self { params, errors })
+    }
+
+    pub fn text(&mut self, name: &str) -> Option<String> {
+        self.params.remove(name)
+    }
+
+    pub fn int(&mut self, name: &str, min: i64, max: i64) -> Option<i64> {
+        let raw = self.params.remove(name)?;
+        match raw.parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Some(n),
+            _ => {
+                self.errors
+                    .push(name, format!("must be an integer from {min} to {max}"));
+                None
+            }
+        }
+    }
+
+    pub fn timestamp(&mut self, name: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+        let raw = self.params.remove(name)?;
+        match chrono::DateTime::parse_from_rfc3339(&raw) {
+            Ok(t) => Some(t.with_timezone(&chrono::Utc)),
+            Err(_) => {
+                self.errors.push(name, "must be an RFC 3339 timestamp");
+                None
+            }
+        }
+    }
+
+    pub fn error(&mut self, name: &str, message: impl Into<String>) {
+        self.errors.push(name, message);
+    }
+
+    pub fn finish(self) -> Result<(), ApiError> {
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::Invalid(self.errors))
+        }
+    }
+}

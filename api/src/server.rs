@@ -1,0 +1,57 @@
+//! The router and the server loop.
+
+use std::future::Future;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use tally_ledger::store::Storage;
+use tally_ledger::writer::{WriterConfig, Writers};
+use tokio::net::TcpListener;
+
+use crate::auth::KeyCache;
+use crate::body::MAX_BODY_BYTES;
+use crate::problem::ApiError;
+use crate::routes::{balances, entries, health, intents};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub writers: Writers,
+    pub keys: KeyCache,
+}
+
+impl AppState {
+    pub fn new(storage: Storage, writer: WriterConfig) -> Self {
+        Self {
+            writers: Writers::new(storage, writer),
+            keys: KeyCache::default(),
+        }
+    }
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/usage-debits", post(intents::post_usage_debit))
+        .route("/v1/payments", post(intents::post_payment))
+        .route("/v1/entries", get(entries::list_entries))
+        .route("/v1/entries/{id}", get(entries::get_entry))
+        .route("/v1/accounts/{account}/balance", get(balances::get_balance))
+        .route("/healthz", get(health::healthz))
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then finishes in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ApiError> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}
