@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
 use axum::http::header;
+use axum::http::request::Parts;
 use tally_ledger::keys::{hash_secret, ApiKey, Scope};
 use tally_ledger::store::Storage;
 

@@ -152,7 +152,8 @@ async fn verify_command(url: &str) -> anyhow::Result<ExitCode> {
         );
         bar.set_prefix(tenant.clone());
         let started = Instant::now();
-        let result = verify_tenant(&storage, tenant, |seq| bar.set_position(seq.max(0) as u64)).await?;
+        let result =
+            verify_tenant(&storage, tenant, |seq| bar.set_position(seq.max(0) as u64)).await?;
         bar.finish_and_clear();
         match result {
             Ok(report) => {

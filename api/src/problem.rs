@@ -65,7 +65,12 @@ struct Problem {
 }
 
 impl Problem {
-    fn new(status: StatusCode, code: impl Into<String>, title: &'static str, detail: String) -> Self {
+    fn new(
+        status: StatusCode,
+        code: impl Into<String>,
+        title: &'static str,
+        detail: String,
+    ) -> Self {
         Self {
             status,
             code: code.into(),
@@ -104,9 +109,10 @@ impl Problem {
             status,
             StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
         ) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
         }
         response
     }
@@ -221,10 +227,13 @@ pub fn decision_response(decision: Decision) -> Response {
             .with("errors", json!([{"field": "unit", "message": message}, {"field": field, "message": "is in another unit"}]))
             .into_response()
         }
-        Decision::Refused(Refusal::BalanceOverflow { account }) => invalid(
-            &ValidationErrors::single("amount", format!("would overflow the balance of {account:?}")),
-        )
-        .into_response(),
+        Decision::Refused(Refusal::BalanceOverflow { account }) => {
+            invalid(&ValidationErrors::single(
+                "amount",
+                format!("would overflow the balance of {account:?}"),
+            ))
+            .into_response()
+        }
     }
 }
 
@@ -232,12 +241,18 @@ fn entry_response(entry: &StoredEntry, replayed: bool) -> Response {
     let view = entry.view();
     let mut response = match entry.status {
         EntryStatus::Posted => {
-            let status = if replayed { StatusCode::OK } else { StatusCode::CREATED };
+            let status = if replayed {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
             // Serialising a struct of strings and maps cannot fail.
             let bytes = serde_json::to_vec(&view).unwrap_or_default();
             let mut r = (status, bytes).into_response();
-            r.headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
             r
         }
         EntryStatus::Rejected => {

@@ -73,16 +73,15 @@ pub fn parse_exact(text: &str, allow_exponent: bool) -> Result<Decimal, String> 
             "has more than {MAX_FRACTIONAL_DIGITS} fractional digits"
         ));
     }
-    let mut mantissa: i128 = digits
-        .parse()
-        .map_err(|_| "is out of range".to_owned())?;
+    let mut mantissa: i128 = digits.parse().map_err(|_| "is out of range".to_owned())?;
     for _ in 0..integer_zeros {
         mantissa *= 10;
     }
     if negative {
         mantissa = -mantissa;
     }
-    Decimal::try_from_i128_with_scale(mantissa, scale as u32).map_err(|_| "is out of range".to_owned())
+    Decimal::try_from_i128_with_scale(mantissa, scale as u32)
+        .map_err(|_| "is out of range".to_owned())
 }
 
 /// The canonical text of a decimal: no trailing zeros, no exponent, `0` for zero.

@@ -270,19 +270,30 @@ mod tests {
         assert_eq!(second.prev_hash, first.hash);
         assert_eq!(second.balance_after.to_string(), "-2.5");
         assert_eq!(state.head.seq, 2);
-        assert_eq!(state.balances.unit_total("USD"), rust_decimal::Decimal::ZERO);
+        assert_eq!(
+            state.balances.unit_total("USD"),
+            rust_decimal::Decimal::ZERO
+        );
     }
 
     #[test]
     fn a_unit_mismatch_is_refused_and_changes_nothing() {
         let mut state = empty_state();
         state.account_units.insert("c".into(), "credits".into());
-        let out = decide_group(&mut state, &[&debit("u1", "c", "1", "USD")], Utc::now(), ids());
+        let out = decide_group(
+            &mut state,
+            &[&debit("u1", "c", "1", "USD")],
+            Utc::now(),
+            ids(),
+        );
         assert!(out.new_entries.is_empty());
         assert!(out.touched.is_empty());
         assert!(matches!(
             out.decisions[0],
-            Decision::Refused(Refusal::UnitMismatch { field: "account", .. })
+            Decision::Refused(Refusal::UnitMismatch {
+                field: "account",
+                ..
+            })
         ));
         assert_eq!(state.head, Head::EMPTY);
     }

@@ -289,11 +289,15 @@ mod tests {
 
     #[test]
     fn equal_decimals_and_instants_give_one_fingerprint() {
-        let a = debit(json!({"usage_record_id": "u1", "account": "c", "amount": "1.50", "unit": "USD",
-            "occurred_at": "2026-11-29T11:00:00+01:00", "metadata": {"b": "1", "a": "2"}}))
+        let a = debit(
+            json!({"usage_record_id": "u1", "account": "c", "amount": "1.50", "unit": "USD",
+            "occurred_at": "2026-11-29T11:00:00+01:00", "metadata": {"b": "1", "a": "2"}}),
+        )
         .unwrap();
-        let b = debit(json!({"metadata": {"a": "2", "b": "1"}, "unit": "USD", "amount": 1.5,
-            "account": "c", "usage_record_id": "u1", "occurred_at": "2026-11-29T10:00:00Z"}))
+        let b = debit(
+            json!({"metadata": {"a": "2", "b": "1"}, "unit": "USD", "amount": 1.5,
+            "account": "c", "usage_record_id": "u1", "occurred_at": "2026-11-29T10:00:00Z"}),
+        )
         .unwrap();
         assert_eq!(a.fingerprint, b.fingerprint);
         assert_eq!(
@@ -305,9 +309,13 @@ mod tests {
 
     #[test]
     fn absent_and_present_optional_fields_differ() {
-        let a = debit(json!({"usage_record_id": "u1", "account": "c", "amount": "1", "unit": "USD"})).unwrap();
-        let b = debit(json!({"usage_record_id": "u1", "account": "c", "amount": "1", "unit": "USD",
-            "counter_account": "@revenue"}))
+        let a =
+            debit(json!({"usage_record_id": "u1", "account": "c", "amount": "1", "unit": "USD"}))
+                .unwrap();
+        let b = debit(
+            json!({"usage_record_id": "u1", "account": "c", "amount": "1", "unit": "USD",
+            "counter_account": "@revenue"}),
+        )
         .unwrap();
         assert_ne!(a.fingerprint, b.fingerprint);
         assert_eq!(a.credit_account, b.credit_account);
@@ -315,10 +323,14 @@ mod tests {
 
     #[test]
     fn every_problem_is_reported_at_once() {
-        let errs = debit(json!({"account": "@revenue", "amount": "0", "unit": "", "colour": "red"}))
-            .unwrap_err();
+        let errs =
+            debit(json!({"account": "@revenue", "amount": "0", "unit": "", "colour": "red"}))
+                .unwrap_err();
         let fields: Vec<&str> = errs.errors.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(fields, vec!["colour", "usage_record_id", "account", "amount", "unit"]);
+        assert_eq!(
+            fields,
+            vec!["colour", "usage_record_id", "account", "amount", "unit"]
+        );
     }
 
     #[test]

@@ -97,8 +97,7 @@ pub fn check_metadata(map: &Map<String, Value>) -> Result<(), String> {
         return Err(format!("must have at most {MAX_METADATA_KEYS} keys"));
     }
     for (key, value) in map {
-        check_text(key, MAX_METADATA_KEY_BYTES)
-            .map_err(|m| format!("key {key:?} {m}"))?;
+        check_text(key, MAX_METADATA_KEY_BYTES).map_err(|m| format!("key {key:?} {m}"))?;
         match value {
             Value::String(s) if s.len() <= MAX_METADATA_VALUE_BYTES => {}
             Value::String(_) => {

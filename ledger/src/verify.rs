@@ -70,13 +70,22 @@ pub async fn verify_tenant(
         for e in &page {
             let at = Some(e.seq);
             if e.seq != prev.seq + 1 {
-                return broken(Some(prev.seq + 1), format!("missing; next stored seq is {}", e.seq));
+                return broken(
+                    Some(prev.seq + 1),
+                    format!("missing; next stored seq is {}", e.seq),
+                );
             }
             if e.prev_hash != hex::encode(prev.hash) {
-                return broken(at, "prev_hash does not match the previous entry's hash".into());
+                return broken(
+                    at,
+                    "prev_hash does not match the previous entry's hash".into(),
+                );
             }
             if Fingerprint::of_canonical(&e.params).to_string() != e.fingerprint {
-                return broken(at, "fingerprint does not match the stored parameters".into());
+                return broken(
+                    at,
+                    "fingerprint does not match the stored parameters".into(),
+                );
             }
             let hash = entry_hash(&prev.hash, e);
             if hex::encode(hash) != e.hash {

@@ -129,7 +129,9 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::Receiver<Job>, max_
                 tracing::warn!(tenant = %tenant, group = jobs.len(), error = %e, "group failed, nothing committed");
                 let message = e.to_string();
                 for job in jobs {
-                    let _ = job.reply.send(Err(LedgerError::Unavailable(message.clone())));
+                    let _ = job
+                        .reply
+                        .send(Err(LedgerError::Unavailable(message.clone())));
                 }
             }
         }

@@ -61,7 +61,9 @@ impl BalanceProjection {
     }
 
     pub fn get(&self, account: &str, unit: &str) -> Option<&AccountBalance> {
-        self.by_unit.get(unit).and_then(|accounts| accounts.get(account))
+        self.by_unit
+            .get(unit)
+            .and_then(|accounts| accounts.get(account))
     }
 
     /// Applies one posting. On overflow nothing is changed.
@@ -87,6 +89,8 @@ impl BalanceProjection {
         Ok(())
     }
 
+    // The expects are proven by the inserts just before them.
+    #[allow(clippy::expect_used)]
     fn slot(&mut self, account: &str, unit: &str) -> &mut AccountBalance {
         // Two-step lookup so the hot path (account already known) allocates nothing.
         if !self.by_unit.contains_key(unit) {

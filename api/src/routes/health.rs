@@ -10,5 +10,7 @@ use crate::server::AppState;
 pub async fn healthz(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
     let storage = app.writers.storage();
     storage.ping().await?;
-    Ok(Json(json!({"status": "ok", "engine": storage.engine_name()})))
+    Ok(Json(
+        json!({"status": "ok", "engine": storage.engine_name()}),
+    ))
 }

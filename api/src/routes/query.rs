@@ -21,10 +21,11 @@ impl QueryParams {
         for (k, v) in pairs {
             if !allowed.contains(&k.as_str()) {
                 errors.push(k, "is not a known parameter");
-            } else if params.contains_key(&k) {
-                errors.push(k, "is given more than once");
+            } else if let std::collections::hash_map::Entry::Vacant(slot) = params.entry(k.clone())
+            {
+                slot.insert(v);
             } else {
-                params.insert(k, v);
+                errors.push(k, "is given more than once");
             }
         }
         Ok(Self { params, errors })

@@ -19,7 +19,8 @@ use super::{new_entry_id, now_micros};
 pub(crate) trait GroupTransaction: Send {
     /// Locks the tenant's head row (creating it at seq 0) and reads it. Held
     /// until commit: it serialises every group of the tenant, across processes.
-    fn lock_head(&mut self, tenant: &str) -> impl Future<Output = Result<Head, LedgerError>> + Send;
+    fn lock_head(&mut self, tenant: &str)
+        -> impl Future<Output = Result<Head, LedgerError>> + Send;
 
     /// Entries already holding one of `keys`.
     fn entries_with_keys(

@@ -200,7 +200,10 @@ impl Storage {
 pub const LOG_PAGE: i64 = 10_000;
 
 /// Folds posted entries into balances (the projection the writer keeps).
-pub fn fold_into(projection: &mut BalanceProjection, entry: &StoredEntry) -> Result<(), LedgerError> {
+pub fn fold_into(
+    projection: &mut BalanceProjection,
+    entry: &StoredEntry,
+) -> Result<(), LedgerError> {
     if entry.status != EntryStatus::Posted {
         return Ok(());
     }

@@ -384,7 +384,9 @@ impl GroupTransaction for PgGroup {
         let accounts: Vec<&str> = rows.iter().map(|r| r.0).collect();
         let units: Vec<&str> = rows.iter().map(|r| r.1).collect();
         let amounts = |f: fn(&AccountBalance) -> rust_decimal::Decimal| {
-            rows.iter().map(|r| canonical(f(&r.2))).collect::<Vec<String>>()
+            rows.iter()
+                .map(|r| canonical(f(&r.2)))
+                .collect::<Vec<String>>()
         };
         sqlx::query(
             "INSERT INTO balances (tenant_id, account, unit, debits, credits, held) \

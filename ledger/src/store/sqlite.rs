@@ -142,10 +142,12 @@ impl SqliteStore {
         }
         // Fixed-width UTC text compares in time order.
         if let Some(from) = f.from {
-            q.push(" AND recorded_at >= ").push_bind(format_recorded_at(&from));
+            q.push(" AND recorded_at >= ")
+                .push_bind(format_recorded_at(&from));
         }
         if let Some(to) = f.to {
-            q.push(" AND recorded_at < ").push_bind(format_recorded_at(&to));
+            q.push(" AND recorded_at < ")
+                .push_bind(format_recorded_at(&to));
         }
         q.push(" ORDER BY seq LIMIT ").push_bind(f.limit);
         let rows = q.build().fetch_all(&self.pool).await?;
@@ -166,10 +168,11 @@ impl SqliteStore {
         .bind(account)
         .fetch_all(&mut *tx)
         .await?;
-        let seq: Option<i64> = sqlx::query_scalar("SELECT seq FROM ledger_heads WHERE tenant_id = ?")
-            .bind(tenant)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let seq: Option<i64> =
+            sqlx::query_scalar("SELECT seq FROM ledger_heads WHERE tenant_id = ?")
+                .bind(tenant)
+                .fetch_optional(&mut *tx)
+                .await?;
         tx.commit().await?;
         let rows = rows
             .iter()
@@ -351,7 +354,11 @@ impl GroupTransaction for SqliteGroup {
             }
             q.push(")");
             for row in q.build().fetch_all(&mut *self.tx).await? {
-                out.push((row.try_get("account")?, row.try_get("unit")?, balance(&row)?));
+                out.push((
+                    row.try_get("account")?,
+                    row.try_get("unit")?,
+                    balance(&row)?,
+                ));
             }
         }
         Ok(out)

@@ -1,0 +1,421 @@
+//! Test harness: real `tally` processes on port 0, spoken to over HTTP, on
+//! SQLite or PostgreSQL. Every test takes its engine as a parameter and is
+//! run once per engine by [`engine_tests!`].
+//!
+//! PostgreSQL tests need `TALLY_TEST_POSTGRES_URL` (an admin URL such as
+//! `postgres://postgres@127.0.0.1:5432/test`); each test creates and drops
+//! its own database. Without the variable they are skipped with a notice,
+//! unless `TALLY_REQUIRE_POSTGRES=1` (CI), which turns the skip into a failure.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::process::Stdio;
+use std::sync::Once;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::Connection;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub const TALLY: &str = env!("CARGO_BIN_EXE_tally");
+
+#[derive(Debug, Clone)]
+pub enum Engine {
+    Sqlite,
+    Postgres { admin_url: String },
+}
+
+static SKIP_NOTICE: Once = Once::new();
+
+impl Engine {
+    /// The PostgreSQL engine if a server is configured; `None` (skip) otherwise.
+    pub fn postgres() -> Option<Engine> {
+        match std::env::var("TALLY_TEST_POSTGRES_URL") {
+            Ok(url) if !url.trim().is_empty() => Some(Engine::Postgres { admin_url: url }),
+            _ => {
+                if std::env::var("TALLY_REQUIRE_POSTGRES").as_deref() == Ok("1") {
+                    panic!(
+                        "TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_POSTGRES_URL is not set: \
+                         PostgreSQL tests must run, not skip"
+                    );
+                }
+                SKIP_NOTICE.call_once(|| {
+                    // Written to the real stderr (not the captured test
+                    // output) so the skip is visible in every run.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "\n*** PostgreSQL tests SKIPPED: set TALLY_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test to run them ***\n"
+                    );
+                });
+                None
+            }
+        }
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, Engine::Postgres { .. })
+    }
+}
+
+/// Runs each listed `async fn name(engine: Engine)` once per engine.
+#[macro_export]
+macro_rules! engine_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::Engine::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(engine) = $crate::common::Engine::postgres() {
+                        super::$name(engine).await
+                    }
+                }
+            )*
+        }
+    };
+}
+
+/// A fresh, empty ledger database for one test.
+pub struct Ledger {
+    pub engine: Engine,
+    pub database_url: String,
+    _dir: Option<tempfile::TempDir>,
+    pg_database: Option<(String, String)>,
+}
+
+impl Ledger {
+    pub async fn new(engine: Engine) -> Ledger {
+        match &engine {
+            Engine::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}/tally.db", dir.path().display());
+                Ledger {
+                    engine,
+                    database_url: url,
+                    _dir: Some(dir),
+                    pg_database: None,
+                }
+            }
+            Engine::Postgres { admin_url } => {
+                let name = format!("tally_test_{}", uuid::Uuid::now_v7().simple());
+                let mut admin = sqlx::PgConnection::connect(admin_url)
+                    .await
+                    .expect("connect to TALLY_TEST_POSTGRES_URL");
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap();
+                let url = with_database(admin_url, &name);
+                Ledger {
+                    engine: engine.clone(),
+                    database_url: url,
+                    _dir: None,
+                    pg_database: Some((admin_url.clone(), name)),
+                }
+            }
+        }
+    }
+
+    /// `tally keys create`, returning the printed key.
+    pub async fn key(&self, tenant: &str, scopes: &str) -> String {
+        let out = Command::new(TALLY)
+            .args(["keys", "create", "--database-url", &self.database_url])
+            .args(["--tenant", tenant, "--scopes", scopes])
+            .env("TALLY_LOG", "warn")
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "keys create failed: {out:?}");
+        let key = String::from_utf8(out.stdout).unwrap();
+        let key = key.trim();
+        assert!(key.starts_with("tally_") && !key.contains('\n'), "{key:?}");
+        key.to_owned()
+    }
+
+    pub async fn server(&self) -> Server {
+        Server::start(&self.database_url).await
+    }
+
+    /// Runs a `tally` subcommand against this database: (success, stdout, stderr).
+    pub async fn tally(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new(TALLY)
+            .args(args)
+            .args(["--database-url", &self.database_url])
+            .env("TALLY_LOG", "warn")
+            .output()
+            .await
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs SQL straight against the database, behind tally's back.
+    pub async fn sql(&self, statements: &[&str]) {
+        match self.engine {
+            Engine::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&self.database_url)
+                    .await
+                    .unwrap();
+                for s in statements {
+                    sqlx::raw_sql(s).execute(&mut c).await.unwrap();
+                }
+            }
+            Engine::Postgres { .. } => {
+                let mut c = sqlx::PgConnection::connect(&self.database_url)
+                    .await
+                    .unwrap();
+                for s in statements {
+                    sqlx::raw_sql(s).execute(&mut c).await.unwrap();
+                }
+            }
+        }
+    }
+
+    /// Runs one statement that is expected to fail; returns the error text.
+    pub async fn sql_error(&self, statement: &str) -> String {
+        let result = match self.engine {
+            Engine::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&self.database_url)
+                    .await
+                    .unwrap();
+                sqlx::raw_sql(statement).execute(&mut c).await.map(|_| ())
+            }
+            Engine::Postgres { .. } => {
+                let mut c = sqlx::PgConnection::connect(&self.database_url)
+                    .await
+                    .unwrap();
+                sqlx::raw_sql(statement).execute(&mut c).await.map(|_| ())
+            }
+        };
+        result
+            .expect_err(&format!("{statement} should fail"))
+            .to_string()
+    }
+
+    /// Counts rows straight from the database.
+    pub async fn count(&self, table: &str) -> i64 {
+        let q = format!("SELECT COUNT(*) FROM {table}");
+        match self.engine {
+            Engine::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&self.database_url)
+                    .await
+                    .unwrap();
+                sqlx::query_scalar(&q).fetch_one(&mut c).await.unwrap()
+            }
+            Engine::Postgres { .. } => {
+                let mut c = sqlx::PgConnection::connect(&self.database_url)
+                    .await
+                    .unwrap();
+                sqlx::query_scalar(&q).fetch_one(&mut c).await.unwrap()
+            }
+        }
+    }
+}
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        if let Some((admin_url, name)) = self.pg_database.take() {
+            // Drop runs outside async; use a private runtime on a thread.
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    if let Ok(mut admin) = sqlx::PgConnection::connect(&admin_url).await {
+                        let _ =
+                            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                                .execute(&mut admin)
+                                .await;
+                    }
+                });
+            })
+            .join();
+        }
+    }
+}
+
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let base = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// A running `tally serve`.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub client: reqwest::Client,
+}
+
+/// An HTTP answer, with its body kept as bytes for byte-for-byte comparison.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn replayed(&self) -> bool {
+        self.headers
+            .get("idempotent-replayed")
+            .map(|v| v == "true")
+            .unwrap_or(false)
+    }
+
+    pub fn content_type(&self) -> String {
+        self.headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    }
+
+    /// The problem `code`, asserting the body is problem+json.
+    pub fn code(&self) -> String {
+        assert_eq!(self.content_type(), "application/problem+json", "{self:?}");
+        self.json()["code"].as_str().unwrap_or("").to_owned()
+    }
+}
+
+impl Server {
+    pub async fn start(database_url: &str) -> Server {
+        let mut child = Command::new(TALLY)
+            .args([
+                "serve",
+                "--database-url",
+                database_url,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .env("TALLY_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("tally serve did not start within 60 s")
+            .unwrap()
+            .expect("tally serve exited before listening");
+        let base = line
+            .strip_prefix("tally listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        // Keep draining stdout so the child never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        Server {
+            child,
+            base,
+            client,
+        }
+    }
+
+    /// SIGKILL: no graceful anything.
+    pub async fn kill9(mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
+
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Resp {
+        let r = req.send().await.unwrap();
+        Resp {
+            status: r.status().as_u16(),
+            headers: r.headers().clone(),
+            body: r.bytes().await.unwrap().to_vec(),
+        }
+    }
+
+    pub async fn post(&self, path: &str, key: &str, body: &Value) -> Resp {
+        self.post_raw(path, key, "application/json", body.to_string().into_bytes())
+            .await
+    }
+
+    pub async fn post_raw(&self, path: &str, key: &str, content_type: &str, body: Vec<u8>) -> Resp {
+        self.send(
+            self.client
+                .post(format!("{}{path}", self.base))
+                .bearer_auth(key)
+                .header("content-type", content_type)
+                .body(body),
+        )
+        .await
+    }
+
+    pub async fn get(&self, path: &str, key: &str) -> Resp {
+        self.send(
+            self.client
+                .get(format!("{}{path}", self.base))
+                .bearer_auth(key),
+        )
+        .await
+    }
+
+    /// Every entry of the tenant, following `next_after_seq`.
+    pub async fn all_entries(&self, key: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut after = 0;
+        loop {
+            let r = self
+                .get(&format!("/v1/entries?limit=1000&after_seq={after}"), key)
+                .await;
+            assert_eq!(r.status, 200, "{r:?}");
+            let page = r.json();
+            out.extend(page["entries"].as_array().unwrap().iter().cloned());
+            match page["next_after_seq"].as_i64() {
+                Some(n) => after = n,
+                None => return out,
+            }
+        }
+    }
+
+    pub async fn balance(&self, key: &str, account: &str) -> Value {
+        let r = self
+            .get(&format!("/v1/accounts/{account}/balance"), key)
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        r.json()
+    }
+}
+
+/// A usage debit body.
+pub fn debit(id: &str, account: &str, amount: &str) -> Value {
+    serde_json::json!({
+        "usage_record_id": id, "account": account, "amount": amount, "unit": "USD"
+    })
+}

@@ -1,0 +1,155 @@
+//! Crashes, tampering and rebuilds: what was acknowledged stays, and what
+//! was changed behind the ledger's back is found.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{debit, Engine, Ledger};
+use serde_json::json;
+
+engine_tests!(
+    an_acknowledged_entry_survives_kill_9_and_replays_identically,
+    the_log_is_append_only_and_verify_finds_tampering,
+    a_rebuild_from_the_log_equals_the_writers_balances,
+);
+
+async fn an_acknowledged_entry_survives_kill_9_and_replays_identically(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = Arc::new(ledger.server().await);
+    let bodies: Vec<_> = (0..30)
+        .map(|i| debit(&format!("ur_{i}"), &format!("cust_{}", i % 3), "1.1"))
+        .collect();
+    let tasks: Vec<_> = bodies
+        .iter()
+        .cloned()
+        .map(|b| {
+            let server = server.clone();
+            let key = key.clone();
+            tokio::spawn(async move { server.post("/v1/usage-debits", &key, &b).await })
+        })
+        .collect();
+    let mut acks = Vec::new();
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 201);
+        acks.push(r);
+    }
+    Arc::into_inner(server).unwrap().kill9().await;
+
+    let restarted = ledger.server().await;
+    for (body, ack) in bodies.iter().zip(&acks) {
+        let replay = restarted.post("/v1/usage-debits", &key, body).await;
+        assert_eq!(replay.status, 200, "{replay:?}");
+        assert!(replay.replayed());
+        assert_eq!(replay.body, ack.body, "identical after kill -9 and restart");
+    }
+    let next = restarted
+        .post("/v1/usage-debits", &key, &debit("ur_new", "cust_0", "1"))
+        .await;
+    assert_eq!(next.json()["seq"], 31);
+    let (ok, out, _) = ledger.tally(&["verify"]).await;
+    assert!(ok, "{out}");
+}
+
+async fn the_log_is_append_only_and_verify_finds_tampering(engine: Engine) {
+    let ledger = Ledger::new(engine.clone()).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = ledger.server().await;
+    for i in 1..=3 {
+        let r = server
+            .post(
+                "/v1/usage-debits",
+                &key,
+                &debit(&format!("u{i}"), "cust", "2"),
+            )
+            .await;
+        assert_eq!(r.status, 201);
+    }
+    let (ok, out, _) = ledger.tally(&["verify"]).await;
+    assert!(ok, "{out}");
+    assert!(out.contains("3 entries"), "{out}");
+
+    let err = ledger
+        .sql_error("UPDATE entries SET amount = '999' WHERE seq = 2")
+        .await;
+    assert!(err.contains("append-only"), "{err}");
+    let err = ledger.sql_error("DELETE FROM entries WHERE seq = 3").await;
+    assert!(err.contains("append-only"), "{err}");
+    assert_eq!(ledger.count("entries").await, 3);
+
+    let drop_trigger = match engine {
+        Engine::Sqlite => "DROP TRIGGER entries_append_only_update",
+        Engine::Postgres { .. } => "DROP TRIGGER entries_append_only ON entries",
+    };
+    ledger
+        .sql(&[
+            drop_trigger,
+            "UPDATE entries SET amount = '999' WHERE seq = 2",
+        ])
+        .await;
+    let (ok, out, err) = ledger.tally(&["verify"]).await;
+    assert!(!ok, "verify must fail on an altered entry: {out}");
+    assert!(
+        out.contains("seq 2") && err.contains("seq 2"),
+        "{out} / {err}"
+    );
+}
+
+async fn a_rebuild_from_the_log_equals_the_writers_balances(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = ledger.server().await;
+    let accounts = ["a", "b", "c", "d"];
+    for i in 0..60 {
+        let account = accounts[i % 4];
+        let r = if i % 5 == 0 {
+            server
+                .post(
+                    "/v1/payments",
+                    &key,
+                    &json!({"payment_id": format!("p{i}"), "account": account, "amount": "10.01", "unit": "USD"}),
+                )
+                .await
+        } else {
+            server
+                .post(
+                    "/v1/usage-debits",
+                    &key,
+                    &debit(&format!("u{i}"), account, &format!("0.{i:02}1")),
+                )
+                .await
+        };
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    let mut before = Vec::new();
+    for a in accounts {
+        before.push(server.balance(&key, a).await);
+    }
+    let revenue_before = server.get("/v1/accounts/@revenue/balance", &key).await.body;
+
+    // A projection row changed behind the ledger's back is found...
+    ledger
+        .sql(&["UPDATE balances SET debits = '0' WHERE account = 'b'"])
+        .await;
+    let (ok, out, _) = ledger.tally(&["verify"]).await;
+    assert!(!ok, "{out}");
+    assert!(out.contains("stored balance of b"), "{out}");
+
+    // ...and a rebuild from the log restores exactly what the writer kept.
+    let (ok, out, err) = ledger.tally(&["projections", "rebuild"]).await;
+    assert!(ok, "{out} {err}");
+    assert!(out.contains("from 60 entries"), "{out}");
+    for (a, want) in accounts.iter().zip(&before) {
+        assert_eq!(&server.balance(&key, a).await, want, "{a}");
+    }
+    assert_eq!(
+        server.get("/v1/accounts/@revenue/balance", &key).await.body,
+        revenue_before
+    );
+    let (ok, out, _) = ledger.tally(&["verify"]).await;
+    assert!(ok, "{out}");
+}
