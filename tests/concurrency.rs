@@ -15,6 +15,7 @@ engine_tests!(
     fifty_concurrent_identical_requests_make_one_entry,
     two_servers_on_one_database_make_one_entry_per_intent,
     two_hundred_concurrent_distinct_debits_stay_exact,
+    a_full_writer_queue_answers_429_with_retry_after,
 );
 
 /// Sends every (server, path, body) at once from its own task.
@@ -179,4 +180,48 @@ async fn two_hundred_concurrent_distinct_debits_stay_exact(engine: Engine) {
     );
     let (ok, out, _) = ledger.tally(&["verify"]).await;
     assert!(ok, "{out}");
+}
+
+async fn a_full_writer_queue_answers_429_with_retry_after(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    // Ten intents fill the queue; the writer lingers so they stay queued.
+    let server = Arc::new(
+        ledger
+            .server_with(&["--queue-capacity", "10", "--linger-ms", "800"])
+            .await,
+    );
+    let ops: Vec<Value> = (0..10)
+        .map(|i| {
+            let mut b = debit(&format!("b{i}"), "cust", "1");
+            b["type"] = json!("usage_debit");
+            b
+        })
+        .collect();
+    let batch = {
+        let server = server.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            server
+                .post("/v1/batch", &key, &json!({"operations": ops}))
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let r = server
+        .post("/v1/usage-debits", &key, &debit("late", "cust", "1"))
+        .await;
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (429, "rate_limited"),
+        "{r:?}"
+    );
+    assert_eq!(r.headers.get("retry-after").unwrap(), "1");
+    assert_eq!(batch.await.unwrap().status, 200);
+    // Refused at the door means not queued: the retry is the first post.
+    let retry = server
+        .post("/v1/usage-debits", &key, &debit("late", "cust", "1"))
+        .await;
+    assert_eq!(retry.status, 201, "{retry:?}");
+    assert_eq!(ledger.count("entries").await, 11);
 }

@@ -10,6 +10,8 @@ use crate::problem::ApiError;
 
 /// Default request body limit (SPEC §3): 1 MiB.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// `POST /v1/batch` carries up to 1,000 operations, so it may be larger.
+pub const MAX_BATCH_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 /// A parsed JSON object body.
 pub struct JsonObject(pub Map<String, Value>);
@@ -36,7 +38,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge(MAX_BODY_BYTES)
+                ApiError::PayloadTooLarge
             } else {
                 ApiError::MalformedJson(e.body_text())
             }

@@ -52,6 +52,15 @@ pub struct ServeArgs {
     #[arg(long, env = "TALLY_QUEUE_CAPACITY", default_value_t = 10_000,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub queue_capacity: u32,
+    /// Milliseconds a writer waits for more intents before committing a
+    /// smaller group; 0 commits at once (groups still form under load).
+    #[arg(long, env = "TALLY_LINGER_MS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=1_000))]
+    pub linger_ms: u64,
+    /// Database connections per process.
+    #[arg(long, env = "TALLY_POOL_SIZE", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub pool_size: u32,
 }
 
 #[derive(Debug, Subcommand)]

@@ -86,7 +86,9 @@ fn redact(url: &str) -> String {
 }
 
 async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let storage = connect(&args.database.database_url).await?;
+    let storage = Storage::connect_with(&args.database.database_url, args.pool_size)
+        .await
+        .with_context(|| format!("opening {}", redact(&args.database.database_url)))?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -100,6 +102,7 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         WriterConfig {
             max_group: args.max_group as usize,
             queue_capacity: args.queue_capacity as usize,
+            linger: std::time::Duration::from_millis(args.linger_ms),
         },
     );
     serve(listener, state, shutdown_signal()).await?;

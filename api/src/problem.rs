@@ -5,7 +5,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use tally_ledger::decide::{Decision, Refusal};
-use tally_ledger::entry::{EntryStatus, StoredEntry};
+use tally_ledger::entry::{EntryStatus, EntryView, StoredEntry};
 use tally_ledger::fields::ValidationErrors;
 use tally_ledger::keys::Scope;
 use tally_ledger::LedgerError;
@@ -25,8 +25,8 @@ pub enum ApiError {
     NotFound,
     #[error("method not allowed")]
     MethodNotAllowed,
-    #[error("request body is larger than {0} bytes")]
-    PayloadTooLarge(usize),
+    #[error("request body is larger than the limit (1 MiB; 8 MiB for /v1/batch)")]
+    PayloadTooLarge,
     #[error("invalid request: {0}")]
     Invalid(ValidationErrors),
     #[error("too many requests")]
@@ -85,7 +85,16 @@ impl Problem {
         self
     }
 
-    fn body(self) -> (StatusCode, Vec<u8>) {
+    fn answer(self) -> Answer {
+        let (status, body) = self.parts();
+        Answer::Problem {
+            status,
+            replayed: false,
+            body,
+        }
+    }
+
+    fn parts(self) -> (StatusCode, Map<String, Value>) {
         let mut body = Map::new();
         body.insert("type".into(), json!(format!("/problems/{}", self.code)));
         body.insert("title".into(), json!(self.title));
@@ -93,28 +102,7 @@ impl Problem {
         body.insert("detail".into(), json!(self.detail));
         body.insert("code".into(), json!(self.code));
         body.extend(self.extra);
-        // Serialising a Map of JSON values cannot fail.
-        let bytes = serde_json::to_vec(&Value::Object(body)).unwrap_or_default();
-        (self.status, bytes)
-    }
-
-    fn into_response(self) -> Response {
-        let (status, bytes) = self.body();
-        let mut response = (status, bytes).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        if matches!(
-            status,
-            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
-        ) {
-            response.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from_static(RETRY_AFTER_SECONDS),
-            );
-        }
-        response
+        (self.status, body)
     }
 }
 
@@ -128,11 +116,11 @@ fn invalid(errors: &ValidationErrors) -> Problem {
     .with("errors", json!(errors.errors))
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    fn problem(self) -> Problem {
         use StatusCode as S;
         let detail = self.to_string();
-        let problem = match self {
+        match self {
             ApiError::MalformedJson(_) => {
                 Problem::new(S::BAD_REQUEST, "malformed_json", "Malformed JSON", detail)
             }
@@ -150,7 +138,7 @@ impl IntoResponse for ApiError {
                 "Method not allowed",
                 detail,
             ),
-            ApiError::PayloadTooLarge(_) => Problem::new(
+            ApiError::PayloadTooLarge => Problem::new(
                 S::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
                 "Payload too large",
@@ -182,18 +170,98 @@ impl IntoResponse for ApiError {
                     "an internal error occurred".into(),
                 )
             }
+        }
+    }
+
+    /// The answer this error gives, for embedding in a batch result.
+    pub fn answer(self) -> Answer {
+        let (status, body) = self.problem().parts();
+        Answer::Problem {
+            status,
+            replayed: false,
+            body,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.answer().into_response()
+    }
+}
+
+/// What one intent (or one failed request) answers: an entry or a problem,
+/// with its status and whether it is a replay. The single endpoints send it
+/// as the HTTP response; the batch endpoint embeds it as one result.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    Entry {
+        status: StatusCode,
+        replayed: bool,
+        entry: EntryView,
+    },
+    Problem {
+        status: StatusCode,
+        replayed: bool,
+        body: Map<String, Value>,
+    },
+}
+
+impl Answer {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Answer::Entry { status, .. } | Answer::Problem { status, .. } => *status,
+        }
+    }
+
+    pub fn replayed(&self) -> bool {
+        match self {
+            Answer::Entry { replayed, .. } | Answer::Problem { replayed, .. } => *replayed,
+        }
+    }
+}
+
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        let replayed = self.replayed();
+        let status = self.status();
+        // Serialising strings, numbers and maps cannot fail.
+        let (content_type, bytes) = match &self {
+            Answer::Entry { entry, .. } => (
+                "application/json",
+                serde_json::to_vec(entry).unwrap_or_default(),
+            ),
+            Answer::Problem { body, .. } => (
+                "application/problem+json",
+                serde_json::to_vec(body).unwrap_or_default(),
+            ),
         };
-        problem.into_response()
+        let mut response = (status, bytes).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        if matches!(
+            status,
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+        ) {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+        }
+        if replayed {
+            headers.insert("Idempotent-Replayed", HeaderValue::from_static("true"));
+        }
+        response
     }
 }
 
 /// The answer to a decided intent: 201 for a new posted entry, 200 with
 /// `Idempotent-Replayed: true` for a replay, 422 with the stored entry for a
 /// stored rejection (on replay too), 409 for a conflict.
-pub fn decision_response(decision: Decision) -> Response {
+pub fn answer(decision: Decision) -> Answer {
     match decision {
-        Decision::Created(entry) => entry_response(&entry, false),
-        Decision::Replayed(entry) => entry_response(&entry, true),
+        Decision::Created(entry) => entry_answer(&entry, false),
+        Decision::Replayed(entry) => entry_answer(&entry, true),
         Decision::Conflict {
             entry_id,
             differing_fields,
@@ -209,7 +277,7 @@ pub fn decision_response(decision: Decision) -> Response {
         )
         .with("entry_id", json!(entry_id))
         .with("differing_fields", json!(differing_fields))
-        .into_response(),
+        .answer(),
         Decision::Refused(Refusal::UnitMismatch {
             field,
             account,
@@ -224,57 +292,53 @@ pub fn decision_response(decision: Decision) -> Response {
             )
             .with("account", json!(account))
             .with("unit", json!(existing_unit))
-            .with("errors", json!([{"field": "unit", "message": message}, {"field": field, "message": "is in another unit"}]))
-            .into_response()
+            .with(
+                "errors",
+                json!([{"field": "unit", "message": message}, {"field": field, "message": "is in another unit"}]),
+            )
+            .answer()
         }
         Decision::Refused(Refusal::BalanceOverflow { account }) => {
             invalid(&ValidationErrors::single(
                 "amount",
                 format!("would overflow the balance of {account:?}"),
             ))
-            .into_response()
+            .answer()
         }
     }
 }
 
-fn entry_response(entry: &StoredEntry, replayed: bool) -> Response {
+fn entry_answer(entry: &StoredEntry, replayed: bool) -> Answer {
     let view = entry.view();
-    let mut response = match entry.status {
-        EntryStatus::Posted => {
-            let status = if replayed {
+    match entry.status {
+        EntryStatus::Posted => Answer::Entry {
+            status: if replayed {
                 StatusCode::OK
             } else {
                 StatusCode::CREATED
-            };
-            // Serialising a struct of strings and maps cannot fail.
-            let bytes = serde_json::to_vec(&view).unwrap_or_default();
-            let mut r = (status, bytes).into_response();
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            r
-        }
+            },
+            replayed,
+            entry: view,
+        },
         EntryStatus::Rejected => {
             // The stored rejection code is the problem's code (e.g. insufficient_funds).
             let code = entry
                 .rejection_code
                 .clone()
                 .unwrap_or_else(|| "rejected".to_owned());
-            Problem::new(
+            let (status, body) = Problem::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 code,
                 "Rejected by a ledger rule",
                 entry.rejection_message.clone().unwrap_or_default(),
             )
             .with("entry", json!(view))
-            .into_response()
+            .parts();
+            Answer::Problem {
+                status,
+                replayed,
+                body,
+            }
         }
-    };
-    if replayed {
-        response
-            .headers_mut()
-            .insert("Idempotent-Replayed", HeaderValue::from_static("true"));
     }
-    response
 }

@@ -10,9 +10,9 @@ use tally_ledger::writer::{WriterConfig, Writers};
 use tokio::net::TcpListener;
 
 use crate::auth::KeyCache;
-use crate::body::MAX_BODY_BYTES;
+use crate::body::{MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
 use crate::problem::ApiError;
-use crate::routes::{balances, entries, health, intents};
+use crate::routes::{balances, batch, entries, health, intents};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -33,6 +33,10 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/usage-debits", post(intents::post_usage_debit))
         .route("/v1/payments", post(intents::post_payment))
+        .route(
+            "/v1/batch",
+            post(batch::post_batch).layer(DefaultBodyLimit::max(MAX_BATCH_BODY_BYTES)),
+        )
         .route("/v1/entries", get(entries::list_entries))
         .route("/v1/entries/{id}", get(entries::get_entry))
         .route("/v1/accounts/{account}/balance", get(balances::get_balance))

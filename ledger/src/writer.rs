@@ -3,12 +3,15 @@
 //!
 //! Under load, requests that arrive while a group commits form the next
 //! group, so the number of transactions grows far slower than the number of
-//! requests. The queue is bounded: when full, callers get
-//! [`LedgerError::Overloaded`] at once instead of memory growing.
+//! requests. Everything is bounded: intents waiting per tenant
+//! (`queue_capacity`, beyond which callers get [`LedgerError::Overloaded`] at
+//! once instead of memory growing), intents per transaction (`max_group`), and
+//! the optional wait for more intents (`linger`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -23,6 +26,10 @@ pub struct WriterConfig {
     pub max_group: usize,
     /// Most intents waiting per tenant before callers are turned away.
     pub queue_capacity: usize,
+    /// How long a writer waits for more intents before committing a group
+    /// smaller than `max_group`. Zero (the default) commits at once: groups
+    /// then form naturally from what arrived during the previous commit.
+    pub linger: Duration,
 }
 
 impl Default for WriterConfig {
@@ -30,13 +37,28 @@ impl Default for WriterConfig {
         Self {
             max_group: 1_000,
             queue_capacity: 10_000,
+            linger: Duration::ZERO,
         }
     }
 }
 
+/// Intents submitted together (one request) and where their answers go.
 struct Job {
-    intent: Intent,
-    reply: oneshot::Sender<Result<Decision, LedgerError>>,
+    intents: Vec<Intent>,
+    reply: oneshot::Sender<Result<Vec<Decision>, LedgerError>>,
+}
+
+struct TenantQueue {
+    sender: mpsc::UnboundedSender<Job>,
+    /// Intents queued or being decided; bounded by `queue_capacity`.
+    pending: Arc<AtomicUsize>,
+}
+
+/// Observations of the writers, for benchmarks and operators.
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    pub groups: AtomicUsize,
+    pub intents: AtomicUsize,
 }
 
 /// Hands intents to their tenant's writer.
@@ -44,7 +66,8 @@ struct Job {
 pub struct Writers {
     storage: Storage,
     config: WriterConfig,
-    queues: Arc<Mutex<HashMap<String, mpsc::Sender<Job>>>>,
+    queues: Arc<Mutex<HashMap<String, TenantQueue>>>,
+    stats: Arc<WriterStats>,
 }
 
 impl Writers {
@@ -53,6 +76,7 @@ impl Writers {
             storage,
             config,
             queues: Arc::default(),
+            stats: Arc::default(),
         }
     }
 
@@ -60,73 +84,144 @@ impl Writers {
         &self.storage
     }
 
-    /// Queues `intent` and waits for its committed decision. Dropping the
-    /// returned future does not withdraw the intent: once queued it is
-    /// decided, exactly as if the client had timed out after sending it.
+    pub fn stats(&self) -> &WriterStats {
+        &self.stats
+    }
+
+    /// Queues `intent` and waits for its committed decision.
     pub async fn decide(&self, tenant: &str, intent: Intent) -> Result<Decision, LedgerError> {
+        let mut decisions = self.decide_all(tenant, vec![intent]).await?;
+        decisions
+            .pop()
+            .ok_or_else(|| LedgerError::Unavailable("the writer returned no decision".into()))
+    }
+
+    /// Queues `intents` together, in order, and waits for their decisions
+    /// (one per intent, same order). They are decided in the same group, so a
+    /// later intent sees the earlier ones: a repeated key is a replay.
+    ///
+    /// Dropping the returned future does not withdraw the intents: once
+    /// queued they are decided, exactly as if the client had timed out.
+    pub async fn decide_all(
+        &self,
+        tenant: &str,
+        intents: Vec<Intent>,
+    ) -> Result<Vec<Decision>, LedgerError> {
+        if intents.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = intents.len();
         let (reply, answer) = oneshot::channel();
-        self.queue(tenant)
-            .try_send(Job { intent, reply })
-            .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => LedgerError::Overloaded,
-                mpsc::error::TrySendError::Closed(_) => {
-                    LedgerError::Unavailable("the tenant's writer stopped".to_owned())
-                }
-            })?;
+        {
+            let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+            let queue = self.queue(&mut queues, tenant);
+            let before = queue.pending.fetch_add(n, Ordering::AcqRel);
+            if before + n > self.config.queue_capacity.max(n) {
+                queue.pending.fetch_sub(n, Ordering::AcqRel);
+                return Err(LedgerError::Overloaded);
+            }
+            if queue.sender.send(Job { intents, reply }).is_err() {
+                queue.pending.fetch_sub(n, Ordering::AcqRel);
+                return Err(LedgerError::Unavailable(
+                    "the tenant's writer stopped".to_owned(),
+                ));
+            }
+        }
         answer
             .await
             .map_err(|_| LedgerError::Unavailable("the tenant's writer stopped".to_owned()))?
     }
 
-    fn queue(&self, tenant: &str) -> mpsc::Sender<Job> {
-        // A poisoned lock only means another thread panicked while holding
-        // it; the map itself is still consistent (insert is the only write).
-        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(q) = queues.get(tenant) {
-            if !q.is_closed() {
-                return q.clone();
-            }
+    fn queue<'a>(
+        &self,
+        queues: &'a mut HashMap<String, TenantQueue>,
+        tenant: &str,
+    ) -> &'a TenantQueue {
+        let alive = queues
+            .get(tenant)
+            .map(|q| !q.sender.is_closed())
+            .unwrap_or(false);
+        if !alive {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            let pending = Arc::new(AtomicUsize::new(0));
+            tokio::spawn(run(
+                self.storage.clone(),
+                tenant.to_owned(),
+                receiver,
+                pending.clone(),
+                self.config,
+                self.stats.clone(),
+            ));
+            queues.insert(tenant.to_owned(), TenantQueue { sender, pending });
         }
-        let (tx, rx) = mpsc::channel(self.config.queue_capacity);
-        tokio::spawn(run(
-            self.storage.clone(),
-            tenant.to_owned(),
-            rx,
-            self.config.max_group,
-        ));
-        queues.insert(tenant.to_owned(), tx.clone());
-        tx
+        // Present: either it was alive or it was inserted just above.
+        &queues[tenant]
     }
 }
 
-async fn run(storage: Storage, tenant: String, mut rx: mpsc::Receiver<Job>, max_group: usize) {
-    while let Some(first) = rx.recv().await {
+async fn run(
+    storage: Storage,
+    tenant: String,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+    pending: Arc<AtomicUsize>,
+    config: WriterConfig,
+    stats: Arc<WriterStats>,
+) {
+    // A job that did not fit into the previous group starts the next one.
+    let mut carry: Option<Job> = None;
+    loop {
+        let first = match carry.take() {
+            Some(job) => job,
+            None => match rx.recv().await {
+                Some(job) => job,
+                None => return,
+            },
+        };
+        let mut size = first.intents.len();
         let mut jobs = vec![first];
-        while jobs.len() < max_group {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
+        let deadline = Instant::now() + config.linger;
+        while size < config.max_group {
+            let next = match rx.try_recv() {
+                Ok(job) => Some(job),
+                Err(_) if config.linger.is_zero() => None,
+                Err(_) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    tokio::time::timeout(left, rx.recv()).await.ok().flatten()
+                }
+            };
+            let Some(job) = next else { break };
+            if size + job.intents.len() > config.max_group {
+                carry = Some(job);
+                break;
             }
+            size += job.intents.len();
+            jobs.push(job);
         }
-        let intents: Vec<&Intent> = jobs.iter().map(|j| &j.intent).collect();
-        let started = std::time::Instant::now();
+
+        let intents: Vec<&Intent> = jobs.iter().flat_map(|j| j.intents.iter()).collect();
+        let started = Instant::now();
         let result = commit_with_retry(&storage, &tenant, &intents).await;
+        stats.groups.fetch_add(1, Ordering::Relaxed);
+        stats.intents.fetch_add(size, Ordering::Relaxed);
         tracing::debug!(
             tenant = %tenant,
-            group = jobs.len(),
+            group = size,
             elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
             ok = result.is_ok(),
             "group decided"
         );
+        pending.fetch_sub(size, Ordering::AcqRel);
         match result {
             Ok(decisions) => {
-                for (job, decision) in jobs.into_iter().zip(decisions) {
-                    // The caller may have gone away; its intent is committed anyway.
-                    let _ = job.reply.send(Ok(decision));
+                let mut decisions = decisions.into_iter();
+                for job in jobs {
+                    let mine: Vec<Decision> = decisions.by_ref().take(job.intents.len()).collect();
+                    // The caller may have gone away; its intents are committed anyway.
+                    let _ = job.reply.send(Ok(mine));
                 }
             }
             Err(e) => {
-                tracing::warn!(tenant = %tenant, group = jobs.len(), error = %e, "group failed, nothing committed");
+                tracing::warn!(tenant = %tenant, group = size, error = %e, "group failed, nothing committed");
                 let message = e.to_string();
                 for job in jobs {
                     let _ = job

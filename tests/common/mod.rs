@@ -142,7 +142,12 @@ impl Ledger {
     }
 
     pub async fn server(&self) -> Server {
-        Server::start(&self.database_url).await
+        Server::start(&self.database_url, &[]).await
+    }
+
+    /// A server with extra `tally serve` flags.
+    pub async fn server_with(&self, args: &[&str]) -> Server {
+        Server::start(&self.database_url, args).await
     }
 
     /// Runs a `tally` subcommand against this database: (success, stdout, stderr).
@@ -307,7 +312,7 @@ impl Resp {
 }
 
 impl Server {
-    pub async fn start(database_url: &str) -> Server {
+    pub async fn start(database_url: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(TALLY)
             .args([
                 "serve",
@@ -316,6 +321,7 @@ impl Server {
                 "--listen",
                 "127.0.0.1:0",
             ])
+            .args(extra)
             .env("TALLY_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

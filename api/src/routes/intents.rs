@@ -2,13 +2,13 @@
 //! here, in parallel; decide in the tenant's writer.
 
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use tally_ledger::intent::{EntryKind, Intent};
 use tally_ledger::keys::Scope;
 
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::problem::{decision_response, ApiError};
+use crate::problem::{answer, ApiError};
 use crate::server::AppState;
 
 pub async fn post_usage_debit(
@@ -36,5 +36,5 @@ async fn post(
     caller.require(Scope::Post)?;
     let intent = Intent::parse(kind, body).map_err(ApiError::Invalid)?;
     let decision = app.writers.decide(caller.tenant(), intent).await?;
-    Ok(decision_response(decision))
+    Ok(answer(decision).into_response())
 }

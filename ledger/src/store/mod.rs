@@ -53,10 +53,17 @@ pub enum Storage {
 impl Storage {
     /// Connects and applies the migrations of the engine the URL names.
     pub async fn connect(url: &str) -> Result<Storage, LedgerError> {
+        Self::connect_with(url, DEFAULT_POOL_SIZE).await
+    }
+
+    /// Like [`Storage::connect`] with at most `pool_size` connections.
+    pub async fn connect_with(url: &str, pool_size: u32) -> Result<Storage, LedgerError> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(Storage::Postgres(PostgresStore::connect(url).await?))
+            Ok(Storage::Postgres(
+                PostgresStore::connect(url, pool_size).await?,
+            ))
         } else if url.starts_with("sqlite:") {
-            Ok(Storage::Sqlite(SqliteStore::connect(url).await?))
+            Ok(Storage::Sqlite(SqliteStore::connect(url, pool_size).await?))
         } else {
             Err(LedgerError::UnsupportedUrl(format!(
                 "{url:?}: expected sqlite://PATH or postgres://…"
@@ -195,6 +202,9 @@ impl Storage {
         }
     }
 }
+
+/// Database connections per process unless configured.
+pub const DEFAULT_POOL_SIZE: u32 = 16;
 
 /// Rows of the log are read in pages of this size by folds and verification.
 pub const LOG_PAGE: i64 = 10_000;

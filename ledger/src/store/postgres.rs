@@ -56,9 +56,9 @@ fn head_from(row: Option<&PgRow>) -> Result<Head, LedgerError> {
 }
 
 impl PostgresStore {
-    pub async fn connect(url: &str) -> Result<Self, LedgerError> {
+    pub async fn connect(url: &str, pool_size: u32) -> Result<Self, LedgerError> {
         let pool = PgPoolOptions::new()
-            .max_connections(16)
+            .max_connections(pool_size)
             // A database that does not answer turns into a prompt 503, not a hang.
             .acquire_timeout(Duration::from_secs(5))
             .connect(url)

@@ -49,7 +49,7 @@ fn balance(row: &SqliteRow) -> Result<AccountBalance, LedgerError> {
 }
 
 impl SqliteStore {
-    pub async fn connect(url: &str) -> Result<Self, LedgerError> {
+    pub async fn connect(url: &str, pool_size: u32) -> Result<Self, LedgerError> {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -57,7 +57,7 @@ impl SqliteStore {
             .busy_timeout(Duration::from_secs(30))
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
-            .max_connections(8)
+            .max_connections(pool_size)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;

@@ -1,0 +1,147 @@
+//! `POST /v1/batch`: up to 1,000 operations, each answered exactly as its
+//! single endpoint would answer it, in request order. Valid operations go to
+//! the tenant's writer together and are decided in order in one group, so
+//! the same key twice in a batch is a replay (or a 409), never a double post.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tally_ledger::entry::EntryView;
+use tally_ledger::fields::ValidationErrors;
+use tally_ledger::intent::{EntryKind, Intent};
+use tally_ledger::keys::Scope;
+
+use crate::auth::Caller;
+use crate::body::JsonObject;
+use crate::problem::{answer, Answer, ApiError};
+use crate::server::AppState;
+
+/// Most operations in one batch.
+pub const MAX_OPERATIONS: usize = 1_000;
+
+#[derive(Serialize)]
+struct BatchItem {
+    status: u16,
+    replayed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entry: Option<EntryView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<Map<String, Value>>,
+}
+
+impl From<Answer> for BatchItem {
+    fn from(a: Answer) -> Self {
+        match a {
+            Answer::Entry {
+                status,
+                replayed,
+                entry,
+            } => BatchItem {
+                status: status.as_u16(),
+                replayed,
+                entry: Some(entry),
+                problem: None,
+            },
+            Answer::Problem {
+                status,
+                replayed,
+                body,
+            } => BatchItem {
+                status: status.as_u16(),
+                replayed,
+                entry: None,
+                problem: Some(body),
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct BatchResults {
+    results: Vec<BatchItem>,
+}
+
+fn invalid(field: &str, message: impl Into<String>) -> ApiError {
+    ApiError::Invalid(ValidationErrors::single(field, message))
+}
+
+fn operations(mut body: Map<String, Value>) -> Result<Vec<Value>, ApiError> {
+    let mut errors = ValidationErrors::default();
+    for key in body.keys() {
+        if key != "operations" {
+            errors.push(key.clone(), "is not a known field");
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Invalid(errors));
+    }
+    match body.remove("operations") {
+        Some(Value::Array(ops)) if ops.is_empty() => {
+            Err(invalid("operations", "must contain at least one operation"))
+        }
+        Some(Value::Array(ops)) if ops.len() > MAX_OPERATIONS => Err(invalid(
+            "operations",
+            format!(
+                "must contain at most {MAX_OPERATIONS} operations (got {})",
+                ops.len()
+            ),
+        )),
+        Some(Value::Array(ops)) => Ok(ops),
+        Some(_) => Err(invalid("operations", "must be an array")),
+        None => Err(invalid("operations", "is required")),
+    }
+}
+
+/// Parses one operation into an intent, or the answer its error gives.
+fn parse_operation(op: Value) -> Result<Intent, Answer> {
+    let Value::Object(mut fields) = op else {
+        return Err(invalid("operation", "must be an object").answer());
+    };
+    let kind = match fields.remove("type") {
+        Some(Value::String(t)) => EntryKind::parse(&t),
+        _ => None,
+    };
+    let Some(kind) = kind else {
+        return Err(invalid("type", "must be usage_debit or payment").answer());
+    };
+    Intent::parse(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
+}
+
+pub async fn post_batch(
+    State(app): State<AppState>,
+    caller: Caller,
+    JsonObject(body): JsonObject,
+) -> Result<Response, ApiError> {
+    caller.require(Scope::Post)?;
+    let ops = operations(body)?;
+    let mut answers: Vec<Option<Answer>> = Vec::with_capacity(ops.len());
+    let mut intents = Vec::with_capacity(ops.len());
+    let mut slots = Vec::with_capacity(ops.len());
+    for (i, op) in ops.into_iter().enumerate() {
+        match parse_operation(op) {
+            Ok(intent) => {
+                intents.push(intent);
+                slots.push(i);
+                answers.push(None);
+            }
+            Err(a) => answers.push(Some(a)),
+        }
+    }
+    // A database failure fails the whole batch (503, nothing committed), so
+    // a client can retry the batch as a whole.
+    let decisions = app.writers.decide_all(caller.tenant(), intents).await?;
+    for (slot, decision) in slots.into_iter().zip(decisions) {
+        answers[slot] = Some(answer(decision));
+    }
+    let results = answers
+        .into_iter()
+        .map(|a| {
+            BatchItem::from(a.unwrap_or_else(|| {
+                ApiError::Internal("an operation got no decision".into()).answer()
+            }))
+        })
+        .collect();
+    Ok((StatusCode::OK, axum::Json(BatchResults { results })).into_response())
+}
