@@ -198,7 +198,7 @@ pub enum Answer {
     Entry {
         status: StatusCode,
         replayed: bool,
-        entry: EntryView,
+        entry: Box<EntryView>,
     },
     Problem {
         status: StatusCode,
@@ -318,7 +318,7 @@ fn entry_answer(entry: &StoredEntry, replayed: bool) -> Answer {
                 StatusCode::CREATED
             },
             replayed,
-            entry: view,
+            entry: Box::new(view),
         },
         EntryStatus::Rejected => {
             // The stored rejection code is the problem's code (e.g. insufficient_funds).

@@ -26,7 +26,7 @@ struct BatchItem {
     status: u16,
     replayed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    entry: Option<EntryView>,
+    entry: Option<Box<EntryView>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     problem: Option<Map<String, Value>>,
 }
