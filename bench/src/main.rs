@@ -1,0 +1,355 @@
+//! `tally-bench`: measures tally against the raw limit of its own database,
+//! in the same run, on the same machine. See docs/performance.md.
+//!
+//! Build everything first so the `tally` binary sits next to this one:
+//! `cargo build --release --workspace && target/release/tally-bench`.
+
+mod http_load;
+mod raw;
+mod stats;
+mod workload;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use serde_json::{json, Value};
+use sqlx::Connection;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use http_load::{Request, Target};
+use stats::Stats;
+use workload::{new_debit, preload_debit, with_type};
+
+#[derive(Debug, Parser)]
+#[command(about = "Benchmark tally against the raw database limit, in one run")]
+struct Args {
+    /// Engines to measure, comma-separated.
+    #[arg(long, default_value = "sqlite,postgres")]
+    engines: String,
+    /// Entries already in the ledger before measuring.
+    #[arg(long, default_value_t = 1_000_000)]
+    preload: u64,
+    /// Seconds per measured scenario.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// PostgreSQL server on which a fresh database is created for the run.
+    #[arg(
+        long,
+        env = "TALLY_BENCH_POSTGRES_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/test"
+    )]
+    postgres_url: String,
+    /// Directory for the SQLite database file.
+    #[arg(long, default_value = "/tmp")]
+    sqlite_dir: PathBuf,
+    /// Keep the benchmark databases afterwards.
+    #[arg(long)]
+    keep: bool,
+}
+
+fn tally_binary() -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe()?;
+    let path = me.with_file_name("tally");
+    if !path.exists() {
+        bail!(
+            "{} not found: build it first with `cargo build --release --workspace`",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+async fn start_server(tally: &PathBuf, url: &str) -> anyhow::Result<Server> {
+    let mut child = Command::new(tally)
+        .args(["serve", "--database-url", url, "--listen", "127.0.0.1:0"])
+        .env("TALLY_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+        .await??
+        .context("tally serve exited")?;
+    let base = line
+        .strip_prefix("tally listening on ")
+        .context("unexpected output")?
+        .to_owned();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(Server { child, base })
+}
+
+async fn tally_cmd(tally: &PathBuf, args: &[&str], url: &str) -> anyhow::Result<String> {
+    let out = Command::new(tally)
+        .args(args)
+        .args(["--database-url", url])
+        .env("TALLY_LOG", "warn")
+        .output()
+        .await?;
+    if !out.status.success() {
+        bail!(
+            "tally {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn single(body: Value) -> Request {
+    Request {
+        path: "/v1/usage-debits",
+        body: body.to_string().into_bytes(),
+        rows: 1,
+    }
+}
+
+fn batch(bodies: impl Iterator<Item = Value>) -> Request {
+    let ops: Vec<Value> = bodies.map(with_type).collect();
+    let rows = ops.len() as u64;
+    Request {
+        path: "/v1/batch",
+        body: json!({ "operations": ops }).to_string().into_bytes(),
+        rows,
+    }
+}
+
+struct Line {
+    name: String,
+    tally: Stats,
+    baseline: Option<(String, f64)>,
+}
+
+async fn preload(target: &Target, n: u64) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let clients = 4u64;
+    let per_batch = 1_000u64;
+    let batches = n.div_ceil(per_batch);
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let target = target.clone();
+            tokio::spawn(async move {
+                let mut b = c;
+                while b < batches {
+                    let from = b * per_batch;
+                    let to = ((b + 1) * per_batch).min(n);
+                    let req = batch((from..to).map(preload_debit));
+                    let status = target.send(&req).await?;
+                    if status != 200 {
+                        bail!("preload batch answered {status}");
+                    }
+                    if b % 100 == 0 {
+                        eprint!("\r  preloading: {} / {n} entries", to);
+                    }
+                    b += clients;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
+    }
+    eprintln!();
+    Ok(n as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Result<()> {
+    let secs = Duration::from_secs(args.seconds);
+    let (url, cleanup): (String, Option<String>) = match engine {
+        "sqlite" => {
+            let path = args
+                .sqlite_dir
+                .join(format!("tally-bench-{}.db", uuid::Uuid::now_v7().simple()));
+            (format!("sqlite://{}", path.display()), None)
+        }
+        "postgres" => {
+            let name = format!("tally_bench_{}", uuid::Uuid::now_v7().simple());
+            let mut admin = sqlx::PgConnection::connect(&args.postgres_url).await?;
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&mut admin)
+                .await?;
+            let base = args
+                .postgres_url
+                .rsplit_once('/')
+                .map(|(b, _)| b.to_owned())
+                .unwrap_or_default();
+            (format!("{base}/{name}"), Some(name))
+        }
+        other => bail!("unknown engine {other:?}"),
+    };
+    println!("\n== {engine} ==");
+    let key = tally_cmd(tally, &["keys", "create", "--tenant", "bench", "--scopes", "post,read"], &url)
+        .await?
+        .trim()
+        .to_owned();
+    let server = start_server(tally, &url).await?;
+    let target = Target::new(server.base.clone(), key)?;
+
+    let preload_rate = preload(&target, args.preload).await?;
+    println!(
+        "preloaded {} entries over HTTP in batches of 1,000 (4 clients): {:.0} rows/s",
+        args.preload, preload_rate
+    );
+    let n = args.preload.max(1);
+
+    let mut lines: Vec<Line> = Vec::new();
+    let mut measure = |name: &str, stats: Stats| {
+        eprintln!("  {name}: {:.0} rows/s, {} errors", stats.rows_per_sec(), stats.errors);
+        lines.push(Line {
+            name: name.to_owned(),
+            tally: stats,
+            baseline: None,
+        });
+    };
+    for clients in [1usize, 16, 64] {
+        let s = http_load::run(&target, clients, secs, |rng| single(new_debit(rng, false))).await;
+        measure(&format!("single POST, {clients} clients"), s);
+    }
+    let s = http_load::run(&target, 4, secs, |rng| batch((0..100).map(|_| new_debit(rng, false)))).await;
+    measure("batch of 100, 4 clients", s);
+    let s = http_load::run(&target, 2, secs, |rng| batch((0..1000).map(|_| new_debit(rng, false)))).await;
+    measure("batch of 1,000, 2 clients", s);
+    let s = http_load::run(&target, 64, secs, |rng| single(new_debit(rng, true))).await;
+    measure("hot @revenue, single, 64 clients", s);
+    let s = http_load::run(&target, 64, secs, move |rng| {
+        if rng.below(2) == 0 {
+            single(preload_debit(rng.below(n)))
+        } else {
+            single(new_debit(rng, false))
+        }
+    })
+    .await;
+    measure("50% replays, single, 64 clients", s);
+    let s = http_load::run(&target, 64, secs, move |rng| single(preload_debit(rng.below(n)))).await;
+    measure("100% replays, single, 64 clients", s);
+
+    // The raw limit, same database, same run.
+    let raw_db = raw::RawDb::open(&url, 64).await?;
+    let mut raw_lines: Vec<(String, Stats)> = Vec::new();
+    for (clients, rows) in [(1usize, 1usize), (16, 1), (64, 1), (4, 100), (2, 1000)] {
+        let s = raw::run(&raw_db, clients, rows, secs).await;
+        let name = format!("raw SQL, {rows} row(s)/tx, {clients} connections");
+        eprintln!("  {name}: {:.0} rows/s, {} errors", s.rows_per_sec(), s.errors);
+        raw_lines.push((name, s));
+    }
+    let pairs = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4)];
+    for (t, r) in pairs {
+        let (name, stats) = &raw_lines[r];
+        lines[t].baseline = Some((name.clone(), stats.rows_per_sec()));
+    }
+
+    println!(
+        "{:<36} {:>10} {:>8} {:>8} {:>7}   {}",
+        "scenario (tally over HTTP)", "rows/s", "p50 ms", "p99 ms", "errors", "vs raw"
+    );
+    for l in &mut lines {
+        let rate = l.tally.rows_per_sec();
+        let p50 = l.tally.percentile_ms(0.50);
+        let p99 = l.tally.percentile_ms(0.99);
+        let vs = match &l.baseline {
+            Some((name, raw)) => format!("{:.2}x of {name} ({raw:.0} rows/s)", rate / raw),
+            None => String::new(),
+        };
+        println!(
+            "{:<36} {:>10.0} {:>8.2} {:>8.2} {:>7}   {}",
+            l.name, rate, p50, p99, l.tally.errors, vs
+        );
+    }
+    println!(
+        "{:<36} {:>10} {:>8} {:>8} {:>7}",
+        "raw limit (straight SQL)", "rows/s", "p50 ms", "p99 ms", "errors"
+    );
+    for (name, s) in &mut raw_lines {
+        let rate = s.rows_per_sec();
+        println!(
+            "{:<36} {:>10.0} {:>8.2} {:>8.2} {:>7}",
+            name.trim_start_matches("raw SQL, "),
+            rate,
+            s.percentile_ms(0.5),
+            s.percentile_ms(0.99),
+            s.errors
+        );
+    }
+    let rate = |i: usize| lines[i].tally.rows_per_sec();
+    let raw_rate = |i: usize| raw_lines[i].1.rows_per_sec();
+    println!("targets:");
+    let check = |what: &str, value: f64, goal: f64| {
+        println!(
+            "  {:<58} {:>6.2}  (target >= {goal}) {}",
+            what,
+            value,
+            if value >= goal { "MET" } else { "MISSED" }
+        );
+    };
+    if engine == "postgres" {
+        check("single POST @64 / raw one-row-per-tx @64", rate(2) / raw_rate(2), 2.0);
+        check("batch of 1,000 / raw batched 1,000", rate(4) / raw_rate(4), 0.6);
+    } else {
+        check("batch of 1,000 / raw batched 1,000", rate(4) / raw_rate(4), 0.6);
+    }
+    check("hot @revenue / spread counter accounts (single @64)", rate(5) / rate(2), 0.9);
+    check("50% replays / all new (single @64)", rate(6) / rate(2), 1.5);
+    let p99 = lines[2].tally.percentile_ms(0.99);
+    println!(
+        "  {:<58} {:>6.2}  (target < 25 ms) {}",
+        "p99 ms of single POST @64",
+        p99,
+        if p99 < 25.0 { "MET" } else { "MISSED" }
+    );
+
+    drop(server.child);
+    let out = tally_cmd(tally, &["projections", "rebuild"], &url).await?;
+    println!("projections rebuild: {}", out.trim());
+    let started = Instant::now();
+    let out = tally_cmd(tally, &["verify"], &url).await?;
+    let verify_secs = started.elapsed().as_secs_f64();
+    let entries = out
+        .lines()
+        .last()
+        .and_then(|l| l.split(", ").nth(1))
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    println!(
+        "tally verify: OK, {entries:.0} entries re-hashed and folded in {verify_secs:.1} s ({:.0} entries/s)",
+        entries / verify_secs
+    );
+
+    if !args.keep {
+        if let Some(name) = cleanup {
+            let mut admin = sqlx::PgConnection::connect(&args.postgres_url).await?;
+            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .execute(&mut admin)
+                .await?;
+        } else if let Some(path) = url.strip_prefix("sqlite://") {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{path}{suffix}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let tally = tally_binary()?;
+    println!(
+        "tally-bench: preload {} entries, {} s per scenario, 10,000 accounts, random upstream IDs",
+        args.preload, args.seconds
+    );
+    for engine in args.engines.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        bench_engine(&args, engine, &tally).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,37 @@
+//! Throughput and latency of one measured run.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Entries (rows) written or replayed.
+    pub rows: u64,
+    /// Requests (or transactions) issued.
+    pub requests: u64,
+    pub errors: u64,
+    pub elapsed: Duration,
+    /// One latency per request, in microseconds.
+    pub latencies_us: Vec<u64>,
+}
+
+impl Stats {
+    pub fn merge(&mut self, other: Stats) {
+        self.rows += other.rows;
+        self.requests += other.requests;
+        self.errors += other.errors;
+        self.latencies_us.extend(other.latencies_us);
+    }
+
+    pub fn rows_per_sec(&self) -> f64 {
+        self.rows as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    pub fn percentile_ms(&mut self, p: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return 0.0;
+        }
+        self.latencies_us.sort_unstable();
+        let idx = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
+        self.latencies_us[idx] as f64 / 1_000.0
+    }
+}
