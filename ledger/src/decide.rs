@@ -89,6 +89,21 @@ impl GroupOutcome {
     }
 }
 
+/// The answer to an intent whose key already holds `existing`: a replay of
+/// it when the fingerprints match, a conflict otherwise. Entries are
+/// immutable and keys never expire, so this answer is final the moment the
+/// entry is committed, whoever reads it.
+pub fn decide_existing(existing: &StoredEntry, intent: &Intent) -> Decision {
+    if existing.fingerprint == intent.fingerprint.to_string() {
+        Decision::Replayed(existing.clone())
+    } else {
+        Decision::Conflict {
+            entry_id: existing.id.clone(),
+            differing_fields: differing_fields(&existing.params, &intent.params_map),
+        }
+    }
+}
+
 /// Decides `intents` in order against `state`, advancing `state` as it goes
 /// (a later intent of the group sees the entries and balances of the earlier
 /// ones, so the same key twice in one group is a replay, not a double post).
@@ -115,14 +130,7 @@ fn decide_one(
 ) -> Decision {
     let key = (intent.kind, intent.upstream_id.clone());
     if let Some(existing) = state.existing.get(&key) {
-        return if existing.fingerprint == intent.fingerprint.to_string() {
-            Decision::Replayed(existing.clone())
-        } else {
-            Decision::Conflict {
-                entry_id: existing.id.clone(),
-                differing_fields: differing_fields(&existing.params, &intent.params_map),
-            }
-        };
+        return decide_existing(existing, intent);
     }
 
     for account in [&intent.debit_account, &intent.credit_account] {
@@ -205,8 +213,9 @@ fn decide_one(
         seq: entry.seq,
         hash,
     };
-    state.existing.insert(key, entry.clone());
+    // Later intents of the group must see this key: keep it as existing.
     out.new_entries.push(entry.clone());
+    state.existing.insert(key, entry.clone());
     Decision::Created(entry)
 }
 

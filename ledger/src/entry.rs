@@ -61,7 +61,8 @@ pub struct StoredEntry {
 
 /// The stable text form of `recorded_at`, used in responses and the chain.
 pub fn format_recorded_at(t: &DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    // `YYYY-MM-DDTHH:MM:SS.ffffffZ`, always six fractional digits.
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

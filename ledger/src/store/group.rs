@@ -62,7 +62,9 @@ pub(crate) async fn run<T: GroupTransaction>(
     tenant: &str,
     intents: &[&Intent],
 ) -> Result<Vec<Decision>, LedgerError> {
+    let t0 = std::time::Instant::now();
     let head = tx.lock_head(tenant).await?;
+    let t_lock = t0.elapsed();
 
     let mut keys: Vec<(EntryKind, &str)> = intents
         .iter()
@@ -99,13 +101,27 @@ pub(crate) async fn run<T: GroupTransaction>(
         account_units,
     };
 
+    let t_load = t0.elapsed();
     let outcome = decide_group(&mut state, intents, now_micros(), new_entry_id);
+    let t_decide = t0.elapsed();
     if !outcome.new_entries.is_empty() {
         tx.insert_entries(&outcome.new_entries).await?;
+        let t_insert = t0.elapsed();
         tx.write_balances(tenant, &outcome.changed_balances(&state))
             .await?;
         tx.write_head(tenant, &state.head).await?;
+        let t_write = t0.elapsed();
         tx.commit().await?;
+        tracing::debug!(
+            intents = intents.len(),
+            lock_ms = t_lock.as_secs_f64() * 1e3,
+            load_ms = (t_load - t_lock).as_secs_f64() * 1e3,
+            decide_ms = (t_decide - t_load).as_secs_f64() * 1e3,
+            insert_ms = (t_insert - t_decide).as_secs_f64() * 1e3,
+            balances_head_ms = (t_write - t_insert).as_secs_f64() * 1e3,
+            commit_ms = (t0.elapsed() - t_write).as_secs_f64() * 1e3,
+            "group phases"
+        );
     }
     Ok(outcome.decisions)
 }

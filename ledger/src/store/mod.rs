@@ -133,6 +133,19 @@ impl Storage {
         }
     }
 
+    /// The entry holding an idempotency key, if any.
+    pub async fn entry_by_key(
+        &self,
+        tenant: &str,
+        kind: EntryKind,
+        upstream_id: &str,
+    ) -> Result<Option<StoredEntry>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.entry_by_key(tenant, kind, upstream_id).await,
+            Storage::Postgres(s) => s.entry_by_key(tenant, kind, upstream_id).await,
+        }
+    }
+
     pub async fn list_entries(
         &self,
         tenant: &str,
@@ -223,6 +236,33 @@ pub fn fold_into(
             credit_account: &entry.credit_account,
             amount: entry.amount,
             unit: &entry.unit,
+        })
+        .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))
+}
+
+/// Folds one row of (status, debit_account, credit_account, amount, unit)
+/// into `projection`; the rebuild's inner loop.
+pub(crate) fn fold_row(
+    projection: &mut BalanceProjection,
+    status: &str,
+    debit_account: &str,
+    credit_account: &str,
+    amount: &str,
+    unit: &str,
+) -> Result<(), LedgerError> {
+    if status != EntryStatus::Posted.as_str() {
+        return Ok(());
+    }
+    // Stored amounts are canonical decimal text, which from_str_exact reads
+    // exactly (it refuses rather than rounds).
+    let amount = rust_decimal::Decimal::from_str_exact(amount)
+        .map_err(|_| LedgerError::Corrupt(format!("amount {amount:?}")))?;
+    projection
+        .apply(&tally_projections::Posting {
+            debit_account,
+            credit_account,
+            amount,
+            unit,
         })
         .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))
 }

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgPoolOptions, PgRow};
+use futures_util::TryStreamExt;
 use sqlx::{PgPool, Postgres, QueryBuilder, Row, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection};
 
 use super::group::GroupTransaction;
-use super::{decode_entry, fold_into, parse_decimal, BalanceRow, EntryFilter, LOG_PAGE};
+use super::{decode_entry, fold_row, parse_decimal, BalanceRow, EntryFilter};
 use crate::amount::canonical;
 use crate::chain::{decode_hash, Head, GENESIS_HASH};
 use crate::entry::StoredEntry;
@@ -119,6 +120,24 @@ impl PostgresStore {
         let row = sqlx::query(&sql)
             .bind(tenant)
             .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(entry).transpose()
+    }
+
+    pub async fn entry_by_key(
+        &self,
+        tenant: &str,
+        kind: EntryKind,
+        upstream_id: &str,
+    ) -> Result<Option<StoredEntry>, LedgerError> {
+        let sql = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = $1 AND kind = $2 AND upstream_id = $3"
+        );
+        let row = sqlx::query(&sql)
+            .bind(tenant)
+            .bind(kind.as_str())
+            .bind(upstream_id)
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(entry).transpose()
@@ -234,27 +253,23 @@ impl PostgresStore {
     pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
         let mut group = self.begin_group().await?;
         let head = group.lock_head(tenant).await?;
+        // Only the columns a balance depends on, streamed and borrowed: no
+        // allocation per row. Sums do not depend on order, so no ORDER BY.
         let mut projection = BalanceProjection::new();
-        let mut after = 0i64;
-        let sql = format!(
-            "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
-        );
-        loop {
-            let rows = sqlx::query(&sql)
-                .bind(tenant)
-                .bind(after)
-                .bind(LOG_PAGE)
-                .fetch_all(&mut *group.tx)
-                .await?;
-            for r in &rows {
-                let e = entry(r)?;
-                fold_into(&mut projection, &e)?;
-                after = e.seq;
-            }
-            if (rows.len() as i64) < LOG_PAGE {
-                break;
-            }
+        let mut rows = sqlx::query("SELECT status, debit_account, credit_account, amount::text, unit FROM entries WHERE tenant_id = $1")
+            .bind(tenant)
+            .fetch(&mut *group.tx);
+        while let Some(r) = rows.try_next().await? {
+            fold_row(
+                &mut projection,
+                r.try_get(0)?,
+                r.try_get(1)?,
+                r.try_get(2)?,
+                r.try_get(3)?,
+                r.try_get(4)?,
+            )?;
         }
+        drop(rows);
         sqlx::query("DELETE FROM balances WHERE tenant_id = $1")
             .bind(tenant)
             .execute(&mut *group.tx)

@@ -9,11 +9,12 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
+use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection};
 
 use super::group::GroupTransaction;
-use super::{decode_entry, fold_into, parse_decimal, BalanceRow, EntryFilter, LOG_PAGE};
+use super::{decode_entry, fold_row, parse_decimal, BalanceRow, EntryFilter};
 use crate::amount::canonical;
 use crate::chain::{decode_hash, Head, GENESIS_HASH};
 use crate::entry::{format_recorded_at, StoredEntry};
@@ -117,6 +118,24 @@ impl SqliteStore {
         let row = sqlx::query(&sql)
             .bind(tenant)
             .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(entry).transpose()
+    }
+
+    pub async fn entry_by_key(
+        &self,
+        tenant: &str,
+        kind: EntryKind,
+        upstream_id: &str,
+    ) -> Result<Option<StoredEntry>, LedgerError> {
+        let sql = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = ? AND kind = ? AND upstream_id = ?"
+        );
+        let row = sqlx::query(&sql)
+            .bind(tenant)
+            .bind(kind.as_str())
+            .bind(upstream_id)
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(entry).transpose()
@@ -241,31 +260,26 @@ impl SqliteStore {
     pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
         let mut group = self.begin_group().await?;
         let head = group.lock_head(tenant).await?;
-        let tx = &mut group.tx;
+        // Only the columns a balance depends on, streamed and borrowed: no
+        // allocation per row. Sums do not depend on order, so no ORDER BY.
         let mut projection = BalanceProjection::new();
-        let mut after = 0i64;
-        let sql = format!(
-            "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = ? AND seq > ? ORDER BY seq LIMIT ?"
-        );
-        loop {
-            let rows = sqlx::query(&sql)
-                .bind(tenant)
-                .bind(after)
-                .bind(LOG_PAGE)
-                .fetch_all(&mut **tx)
-                .await?;
-            for r in &rows {
-                let e = entry(r)?;
-                fold_into(&mut projection, &e)?;
-                after = e.seq;
-            }
-            if (rows.len() as i64) < LOG_PAGE {
-                break;
-            }
+        let mut rows = sqlx::query("SELECT status, debit_account, credit_account, amount, unit FROM entries WHERE tenant_id = ?")
+            .bind(tenant)
+            .fetch(&mut *group.tx);
+        while let Some(r) = rows.try_next().await? {
+            fold_row(
+                &mut projection,
+                r.try_get(0)?,
+                r.try_get(1)?,
+                r.try_get(2)?,
+                r.try_get(3)?,
+                r.try_get(4)?,
+            )?;
         }
+        drop(rows);
         sqlx::query("DELETE FROM balances WHERE tenant_id = ?")
             .bind(tenant)
-            .execute(&mut **tx)
+            .execute(&mut *group.tx)
             .await?;
         let rows: Vec<(&str, &str, AccountBalance)> = projection
             .iter()
@@ -316,21 +330,30 @@ impl GroupTransaction for SqliteGroup {
         tenant: &str,
         keys: &[(EntryKind, &str)],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
+        // One query per kind with `kind = ?` bound, so SQLite walks the
+        // UNIQUE (tenant_id, kind, upstream_id) index instead of the table.
         let mut found = Vec::new();
-        for chunk in keys.chunks(ROWS_PER_INSERT) {
-            let mut q = QueryBuilder::<Sqlite>::new(format!(
-                "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
-            ));
-            q.push_bind(tenant).push(" AND upstream_id IN (");
-            let mut sep = q.separated(", ");
-            for (_, id) in chunk {
-                sep.push_bind(*id);
-            }
-            q.push(")");
-            for row in q.build().fetch_all(&mut *self.tx).await? {
-                let e = entry(&row)?;
-                if chunk.contains(&(e.kind, e.upstream_id.as_str())) {
-                    found.push(e);
+        for kind in EntryKind::ALL {
+            let ids: Vec<&str> = keys
+                .iter()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, id)| *id)
+                .collect();
+            for chunk in ids.chunks(ROWS_PER_INSERT) {
+                let mut q = QueryBuilder::<Sqlite>::new(format!(
+                    "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
+                ));
+                q.push_bind(tenant)
+                    .push(" AND kind = ")
+                    .push_bind(kind.as_str())
+                    .push(" AND upstream_id IN (");
+                let mut sep = q.separated(", ");
+                for id in chunk {
+                    sep.push_bind(*id);
+                }
+                q.push(")");
+                for row in q.build().fetch_all(&mut *self.tx).await? {
+                    found.push(entry(&row)?);
                 }
             }
         }
