@@ -49,6 +49,14 @@ struct Args {
     /// Keep the benchmark databases afterwards.
     #[arg(long)]
     keep: bool,
+    /// Measure only these scenarios (comma-separated keys: single1, single16,
+    /// single64, batch100, batch1000, hot, replay50, replay100); all by default.
+    #[arg(long, default_value = "")]
+    only: String,
+    /// Write the server's log at this filter (e.g. tally_ledger=debug) to
+    /// tally-bench-server.log in the current directory.
+    #[arg(long)]
+    server_log: Option<String>,
 }
 
 fn tally_binary() -> anyhow::Result<PathBuf> {
@@ -68,10 +76,15 @@ struct Server {
     base: String,
 }
 
-async fn start_server(tally: &PathBuf, url: &str) -> anyhow::Result<Server> {
+async fn start_server(tally: &PathBuf, url: &str, log: Option<&str>) -> anyhow::Result<Server> {
+    let stderr = match log {
+        Some(_) => Stdio::from(std::fs::File::create("tally-bench-server.log")?),
+        None => Stdio::inherit(),
+    };
     let mut child = Command::new(tally)
         .args(["serve", "--database-url", url, "--listen", "127.0.0.1:0"])
-        .env("TALLY_LOG", "warn")
+        .env("TALLY_LOG", log.unwrap_or("warn"))
+        .stderr(stderr)
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()?;
@@ -192,7 +205,7 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
         .await?
         .trim()
         .to_owned();
-    let server = start_server(tally, &url).await?;
+    let server = start_server(tally, &url, args.server_log.as_deref()).await?;
     let target = Target::new(server.base.clone(), key)?;
 
     let preload_rate = preload(&target, args.preload).await?;
@@ -202,50 +215,49 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
     );
     let n = args.preload.max(1);
 
+    let wanted = |key: &str| args.only.is_empty() || args.only.split(',').any(|k| k.trim() == key);
     let mut lines: Vec<Line> = Vec::new();
-    let mut measure = |name: &str, stats: Stats| {
+    // (key, name, clients, raw baseline: (connections, rows per tx))
+    type Make = Box<dyn Fn(&mut workload::Rng) -> Request + Send + Sync>;
+    let scenarios: Vec<(&str, String, usize, Option<(usize, usize)>, Make)> = vec![
+        ("single1", "single POST, 1 client".into(), 1, Some((1, 1)), Box::new(|rng| single(new_debit(rng, false)))),
+        ("single16", "single POST, 16 clients".into(), 16, Some((16, 1)), Box::new(|rng| single(new_debit(rng, false)))),
+        ("single64", "single POST, 64 clients".into(), 64, Some((64, 1)), Box::new(|rng| single(new_debit(rng, false)))),
+        ("batch100", "batch of 100, 4 clients".into(), 4, Some((4, 100)), Box::new(|rng| batch((0..100).map(|_| new_debit(rng, false))))),
+        ("batch1000", "batch of 1,000, 2 clients".into(), 2, Some((2, 1000)), Box::new(|rng| batch((0..1000).map(|_| new_debit(rng, false))))),
+        ("hot", "hot @revenue, single, 64 clients".into(), 64, None, Box::new(|rng| single(new_debit(rng, true)))),
+        ("replay50", "50% replays, single, 64 clients".into(), 64, None, Box::new(move |rng| {
+            if rng.below(2) == 0 { single(preload_debit(rng.below(n))) } else { single(new_debit(rng, false)) }
+        })),
+        ("replay100", "100% replays, single, 64 clients".into(), 64, None, Box::new(move |rng| single(preload_debit(rng.below(n))))),
+    ];
+    let mut keys = Vec::new();
+    let mut raw_plan = Vec::new();
+    for (key, name, clients, raw, make) in scenarios {
+        if !wanted(key) {
+            continue;
+        }
+        let stats = http_load::run(&target, clients, secs, make).await;
         eprintln!("  {name}: {:.0} rows/s, {} errors", stats.rows_per_sec(), stats.errors);
+        keys.push(key);
+        raw_plan.push(raw);
         lines.push(Line {
-            name: name.to_owned(),
+            name,
             tally: stats,
             baseline: None,
         });
-    };
-    for clients in [1usize, 16, 64] {
-        let s = http_load::run(&target, clients, secs, |rng| single(new_debit(rng, false))).await;
-        measure(&format!("single POST, {clients} clients"), s);
     }
-    let s = http_load::run(&target, 4, secs, |rng| batch((0..100).map(|_| new_debit(rng, false)))).await;
-    measure("batch of 100, 4 clients", s);
-    let s = http_load::run(&target, 2, secs, |rng| batch((0..1000).map(|_| new_debit(rng, false)))).await;
-    measure("batch of 1,000, 2 clients", s);
-    let s = http_load::run(&target, 64, secs, |rng| single(new_debit(rng, true))).await;
-    measure("hot @revenue, single, 64 clients", s);
-    let s = http_load::run(&target, 64, secs, move |rng| {
-        if rng.below(2) == 0 {
-            single(preload_debit(rng.below(n)))
-        } else {
-            single(new_debit(rng, false))
-        }
-    })
-    .await;
-    measure("50% replays, single, 64 clients", s);
-    let s = http_load::run(&target, 64, secs, move |rng| single(preload_debit(rng.below(n)))).await;
-    measure("100% replays, single, 64 clients", s);
 
     // The raw limit, same database, same run.
     let raw_db = raw::RawDb::open(&url, 64).await?;
     let mut raw_lines: Vec<(String, Stats)> = Vec::new();
-    for (clients, rows) in [(1usize, 1usize), (16, 1), (64, 1), (4, 100), (2, 1000)] {
+    for (i, plan) in raw_plan.iter().enumerate() {
+        let Some((clients, rows)) = *plan else { continue };
         let s = raw::run(&raw_db, clients, rows, secs).await;
         let name = format!("raw SQL, {rows} row(s)/tx, {clients} connections");
         eprintln!("  {name}: {:.0} rows/s, {} errors", s.rows_per_sec(), s.errors);
+        lines[i].baseline = Some((name.clone(), s.rows_per_sec()));
         raw_lines.push((name, s));
-    }
-    let pairs = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4)];
-    for (t, r) in pairs {
-        let (name, stats) = &raw_lines[r];
-        lines[t].baseline = Some((name.clone(), stats.rows_per_sec()));
     }
 
     println!(
@@ -280,32 +292,36 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
             s.errors
         );
     }
-    let rate = |i: usize| lines[i].tally.rows_per_sec();
-    let raw_rate = |i: usize| raw_lines[i].1.rows_per_sec();
+    let idx = |key: &str| keys.iter().position(|k| *k == key);
+    let rate = |key: &str| idx(key).map(|i| lines[i].tally.rows_per_sec());
+    let base = |key: &str| idx(key).and_then(|i| lines[i].baseline.as_ref().map(|b| b.1));
     println!("targets:");
-    let check = |what: &str, value: f64, goal: f64| {
-        println!(
-            "  {:<58} {:>6.2}  (target >= {goal}) {}",
-            what,
-            value,
-            if value >= goal { "MET" } else { "MISSED" }
-        );
+    let check = |what: &str, value: Option<f64>, goal: f64| {
+        if let Some(value) = value {
+            println!(
+                "  {:<58} {:>6.2}  (target >= {goal}) {}",
+                what,
+                value,
+                if value >= goal { "MET" } else { "MISSED" }
+            );
+        }
     };
+    let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
     if engine == "postgres" {
-        check("single POST @64 / raw one-row-per-tx @64", rate(2) / raw_rate(2), 2.0);
-        check("batch of 1,000 / raw batched 1,000", rate(4) / raw_rate(4), 0.6);
-    } else {
-        check("batch of 1,000 / raw batched 1,000", rate(4) / raw_rate(4), 0.6);
+        check("single POST @64 / raw one-row-per-tx @64", ratio(rate("single64"), base("single64")), 2.0);
     }
-    check("hot @revenue / spread counter accounts (single @64)", rate(5) / rate(2), 0.9);
-    check("50% replays / all new (single @64)", rate(6) / rate(2), 1.5);
-    let p99 = lines[2].tally.percentile_ms(0.99);
-    println!(
-        "  {:<58} {:>6.2}  (target < 25 ms) {}",
-        "p99 ms of single POST @64",
-        p99,
-        if p99 < 25.0 { "MET" } else { "MISSED" }
-    );
+    check("batch of 1,000 / raw batched 1,000", ratio(rate("batch1000"), base("batch1000")), 0.6);
+    check("hot @revenue / spread counter accounts (single @64)", ratio(rate("hot"), rate("single64")), 0.9);
+    check("50% replays / all new (single @64)", ratio(rate("replay50"), rate("single64")), 1.5);
+    if let Some(i) = idx("single64") {
+        let p99 = lines[i].tally.percentile_ms(0.99);
+        println!(
+            "  {:<58} {:>6.2}  (target < 25 ms) {}",
+            "p99 ms of single POST @64",
+            p99,
+            if p99 < 25.0 { "MET" } else { "MISSED" }
+        );
+    }
 
     drop(server.child);
     let out = tally_cmd(tally, &["projections", "rebuild"], &url).await?;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::decide::{decide_existing, Decision};
+use crate::decide::Decision;
 use crate::intent::Intent;
 use crate::store::Storage;
 use crate::LedgerError;
@@ -88,18 +88,8 @@ impl Writers {
         &self.stats
     }
 
-    /// Decides one intent. A key that already holds an entry is answered
-    /// from that entry straight away, in parallel, without the writer: a
-    /// replay is a lookup, not a write. Otherwise the intent is queued and
-    /// the writer decides it (looking the key up again under the head lock).
+    /// Queues `intent` and waits for its committed decision.
     pub async fn decide(&self, tenant: &str, intent: Intent) -> Result<Decision, LedgerError> {
-        if let Some(existing) = self
-            .storage
-            .entry_by_key(tenant, intent.kind, &intent.upstream_id)
-            .await?
-        {
-            return Ok(decide_existing(&existing, &intent));
-        }
         let mut decisions = self.decide_all(tenant, vec![intent]).await?;
         decisions
             .pop()

@@ -73,6 +73,7 @@ pub(crate) async fn run<T: GroupTransaction>(
     keys.sort_unstable();
     keys.dedup();
     let existing = tx.entries_with_keys(tenant, &keys).await?;
+    let t_keys = t0.elapsed();
 
     let mut accounts: Vec<&str> = intents
         .iter()
@@ -115,6 +116,7 @@ pub(crate) async fn run<T: GroupTransaction>(
         tracing::debug!(
             intents = intents.len(),
             lock_ms = t_lock.as_secs_f64() * 1e3,
+            keys_ms = (t_keys - t_lock).as_secs_f64() * 1e3,
             load_ms = (t_load - t_lock).as_secs_f64() * 1e3,
             decide_ms = (t_decide - t_load).as_secs_f64() * 1e3,
             insert_ms = (t_insert - t_decide).as_secs_f64() * 1e3,
