@@ -201,10 +201,21 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
         other => bail!("unknown engine {other:?}"),
     };
     println!("\n== {engine} ==");
-    let key = tally_cmd(tally, &["keys", "create", "--tenant", "bench", "--scopes", "post,read"], &url)
-        .await?
-        .trim()
-        .to_owned();
+    let key = tally_cmd(
+        tally,
+        &[
+            "keys",
+            "create",
+            "--tenant",
+            "bench",
+            "--scopes",
+            "post,read",
+        ],
+        &url,
+    )
+    .await?
+    .trim()
+    .to_owned();
     let server = start_server(tally, &url, args.server_log.as_deref()).await?;
     let target = Target::new(server.base.clone(), key)?;
 
@@ -217,19 +228,72 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
 
     let wanted = |key: &str| args.only.is_empty() || args.only.split(',').any(|k| k.trim() == key);
     let mut lines: Vec<Line> = Vec::new();
-    // (key, name, clients, raw baseline: (connections, rows per tx))
+    // (key, name, clients, raw baseline: (connections, rows per tx), request maker)
     type Make = Box<dyn Fn(&mut workload::Rng) -> Request + Send + Sync>;
-    let scenarios: Vec<(&str, String, usize, Option<(usize, usize)>, Make)> = vec![
-        ("single1", "single POST, 1 client".into(), 1, Some((1, 1)), Box::new(|rng| single(new_debit(rng, false)))),
-        ("single16", "single POST, 16 clients".into(), 16, Some((16, 1)), Box::new(|rng| single(new_debit(rng, false)))),
-        ("single64", "single POST, 64 clients".into(), 64, Some((64, 1)), Box::new(|rng| single(new_debit(rng, false)))),
-        ("batch100", "batch of 100, 4 clients".into(), 4, Some((4, 100)), Box::new(|rng| batch((0..100).map(|_| new_debit(rng, false))))),
-        ("batch1000", "batch of 1,000, 2 clients".into(), 2, Some((2, 1000)), Box::new(|rng| batch((0..1000).map(|_| new_debit(rng, false))))),
-        ("hot", "hot @revenue, single, 64 clients".into(), 64, None, Box::new(|rng| single(new_debit(rng, true)))),
-        ("replay50", "50% replays, single, 64 clients".into(), 64, None, Box::new(move |rng| {
-            if rng.below(2) == 0 { single(preload_debit(rng.below(n))) } else { single(new_debit(rng, false)) }
-        })),
-        ("replay100", "100% replays, single, 64 clients".into(), 64, None, Box::new(move |rng| single(preload_debit(rng.below(n))))),
+    type Scenario = (&'static str, String, usize, Option<(usize, usize)>, Make);
+    let scenarios: Vec<Scenario> = vec![
+        (
+            "single1",
+            "single POST, 1 client".into(),
+            1,
+            Some((1, 1)),
+            Box::new(|rng| single(new_debit(rng, false))),
+        ),
+        (
+            "single16",
+            "single POST, 16 clients".into(),
+            16,
+            Some((16, 1)),
+            Box::new(|rng| single(new_debit(rng, false))),
+        ),
+        (
+            "single64",
+            "single POST, 64 clients".into(),
+            64,
+            Some((64, 1)),
+            Box::new(|rng| single(new_debit(rng, false))),
+        ),
+        (
+            "batch100",
+            "batch of 100, 4 clients".into(),
+            4,
+            Some((4, 100)),
+            Box::new(|rng| batch((0..100).map(|_| new_debit(rng, false)))),
+        ),
+        (
+            "batch1000",
+            "batch of 1,000, 2 clients".into(),
+            2,
+            Some((2, 1000)),
+            Box::new(|rng| batch((0..1000).map(|_| new_debit(rng, false)))),
+        ),
+        (
+            "hot",
+            "hot @revenue, single, 64 clients".into(),
+            64,
+            None,
+            Box::new(|rng| single(new_debit(rng, true))),
+        ),
+        (
+            "replay50",
+            "50% replays, single, 64 clients".into(),
+            64,
+            None,
+            Box::new(move |rng| {
+                if rng.below(2) == 0 {
+                    single(preload_debit(rng.below(n)))
+                } else {
+                    single(new_debit(rng, false))
+                }
+            }),
+        ),
+        (
+            "replay100",
+            "100% replays, single, 64 clients".into(),
+            64,
+            None,
+            Box::new(move |rng| single(preload_debit(rng.below(n)))),
+        ),
     ];
     let mut keys = Vec::new();
     let mut raw_plan = Vec::new();
@@ -238,7 +302,11 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
             continue;
         }
         let stats = http_load::run(&target, clients, secs, make).await;
-        eprintln!("  {name}: {:.0} rows/s, {} errors", stats.rows_per_sec(), stats.errors);
+        eprintln!(
+            "  {name}: {:.0} rows/s, {} errors",
+            stats.rows_per_sec(),
+            stats.errors
+        );
         keys.push(key);
         raw_plan.push(raw);
         lines.push(Line {
@@ -252,17 +320,23 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
     let raw_db = raw::RawDb::open(&url, 64).await?;
     let mut raw_lines: Vec<(String, Stats)> = Vec::new();
     for (i, plan) in raw_plan.iter().enumerate() {
-        let Some((clients, rows)) = *plan else { continue };
+        let Some((clients, rows)) = *plan else {
+            continue;
+        };
         let s = raw::run(&raw_db, clients, rows, secs).await;
         let name = format!("raw SQL, {rows} row(s)/tx, {clients} connections");
-        eprintln!("  {name}: {:.0} rows/s, {} errors", s.rows_per_sec(), s.errors);
+        eprintln!(
+            "  {name}: {:.0} rows/s, {} errors",
+            s.rows_per_sec(),
+            s.errors
+        );
         lines[i].baseline = Some((name.clone(), s.rows_per_sec()));
         raw_lines.push((name, s));
     }
 
     println!(
-        "{:<36} {:>10} {:>8} {:>8} {:>7}   {}",
-        "scenario (tally over HTTP)", "rows/s", "p50 ms", "p99 ms", "errors", "vs raw"
+        "{:<36} {:>10} {:>8} {:>8} {:>7}   vs raw",
+        "scenario (tally over HTTP)", "rows/s", "p50 ms", "p99 ms", "errors"
     );
     for l in &mut lines {
         let rate = l.tally.rows_per_sec();
@@ -308,11 +382,27 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
     };
     let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
     if engine == "postgres" {
-        check("single POST @64 / raw one-row-per-tx @64", ratio(rate("single64"), base("single64")), 2.0);
+        check(
+            "single POST @64 / raw one-row-per-tx @64",
+            ratio(rate("single64"), base("single64")),
+            2.0,
+        );
     }
-    check("batch of 1,000 / raw batched 1,000", ratio(rate("batch1000"), base("batch1000")), 0.6);
-    check("hot @revenue / spread counter accounts (single @64)", ratio(rate("hot"), rate("single64")), 0.9);
-    check("50% replays / all new (single @64)", ratio(rate("replay50"), rate("single64")), 1.5);
+    check(
+        "batch of 1,000 / raw batched 1,000",
+        ratio(rate("batch1000"), base("batch1000")),
+        0.6,
+    );
+    check(
+        "hot @revenue / spread counter accounts (single @64)",
+        ratio(rate("hot"), rate("single64")),
+        0.9,
+    );
+    check(
+        "50% replays / all new (single @64)",
+        ratio(rate("replay50"), rate("single64")),
+        1.5,
+    );
     if let Some(i) = idx("single64") {
         let p99 = lines[i].tally.percentile_ms(0.99);
         println!(
@@ -364,7 +454,12 @@ async fn main() -> anyhow::Result<()> {
         "tally-bench: preload {} entries, {} s per scenario, 10,000 accounts, random upstream IDs",
         args.preload, args.seconds
     );
-    for engine in args.engines.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+    for engine in args
+        .engines
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+    {
         bench_engine(&args, engine, &tally).await?;
     }
     Ok(())

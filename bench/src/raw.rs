@@ -141,7 +141,8 @@ impl RawDb {
                     .execute(&mut *tx)
                     .await?;
                 } else {
-                    let col = |f: fn(&RawRow) -> String| rows.iter().map(f).collect::<Vec<String>>();
+                    let col =
+                        |f: fn(&RawRow) -> String| rows.iter().map(f).collect::<Vec<String>>();
                     sqlx::query(
                         "INSERT INTO raw_entries SELECT 'raw', i, u, a, a, c, m::numeric, 'USD', p, f, t::timestamptz, ph, h
                          FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])

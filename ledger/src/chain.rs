@@ -42,9 +42,18 @@ pub fn canonical_entry(e: &StoredEntry) -> String {
     push_field(&mut out, "id", &e.id, true);
     push_field(&mut out, "kind", e.kind.as_str(), true);
     push_field(&mut out, "params", &e.params, true);
-    push_field(&mut out, "recorded_at", &format_recorded_at(&e.recorded_at), true);
+    push_field(
+        &mut out,
+        "recorded_at",
+        &format_recorded_at(&e.recorded_at),
+        true,
+    );
     push_optional(&mut out, "rejection_code", e.rejection_code.as_deref());
-    push_optional(&mut out, "rejection_message", e.rejection_message.as_deref());
+    push_optional(
+        &mut out,
+        "rejection_message",
+        e.rejection_message.as_deref(),
+    );
     out.push_str(",\"seq\":");
     out.push_str(&e.seq.to_string());
     push_field(&mut out, "status", e.status.as_str(), true);
@@ -120,7 +129,7 @@ mod tests {
     use chrono::{TimeZone, Utc};
     use rust_decimal::Decimal;
     use serde_json::{json, Value};
-    
+
     use super::*;
     use crate::entry::EntryStatus;
     use crate::intent::EntryKind;
