@@ -75,13 +75,24 @@ pub(crate) async fn run<T: GroupTransaction>(
     let existing = tx.entries_with_keys(tenant, &keys).await?;
     let t_keys = t0.elapsed();
 
+    // Replays and conflicts move no money: only the accounts of intents
+    // whose key is still free need their balances.
+    let taken: std::collections::HashSet<(EntryKind, &str)> = existing
+        .iter()
+        .map(|e| (e.kind, e.upstream_id.as_str()))
+        .collect();
     let mut accounts: Vec<&str> = intents
         .iter()
+        .filter(|i| !taken.contains(&(i.kind, i.upstream_id.as_str())))
         .flat_map(|i| [i.debit_account.as_str(), i.credit_account.as_str()])
         .collect();
     accounts.sort_unstable();
     accounts.dedup();
-    let rows = tx.balances_of(tenant, &accounts).await?;
+    let rows = if accounts.is_empty() {
+        Vec::new()
+    } else {
+        tx.balances_of(tenant, &accounts).await?
+    };
 
     let mut balances = BalanceProjection::new();
     let mut account_units = HashMap::new();
