@@ -9,6 +9,8 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod proxy;
+
 use std::io::Write;
 use std::process::Stdio;
 use std::sync::Once;
@@ -350,6 +352,14 @@ impl Server {
             base,
             client,
         }
+    }
+
+    /// The server's socket address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.base
+            .trim_start_matches("http://")
+            .parse()
+            .expect("the server prints an address")
     }
 
     /// SIGKILL: no graceful anything.
