@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Engine, Ledger};
 use rust_decimal::Decimal;
-use tally_client::{Client, ClientError, Payment, RetryPolicy, UsageDebit};
+use tally_client::{Client, ClientError, Operation, Payment, RetryPolicy, UsageDebit};
 
 engine_tests!(
     the_client_posts_replays_and_reads,
@@ -47,6 +47,24 @@ async fn the_client_posts_replays_and_reads(engine: Engine) {
     assert_eq!(page.next_after_seq, None);
     let balance = client.balance("cust").await.unwrap();
     assert_eq!((balance.posted.as_str(), balance.as_of_seq), ("8.5", 2));
+
+    let results = client
+        .post_batch(&[
+            Operation::UsageDebit(debit.clone()),
+            Operation::UsageDebit(UsageDebit::new("ur_2", "cust", Decimal::ONE, "USD")),
+            Operation::Payment(Payment::new("pay_2", "@nope", Decimal::ONE, "USD")),
+        ])
+        .await
+        .unwrap();
+    let statuses: Vec<u16> = results.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![200, 201, 422]);
+    assert!(results[0].replayed);
+    assert_eq!(results[0].entry.as_ref(), Some(&first.entry));
+    assert_eq!(
+        results[2].problem.as_ref().unwrap()["code"],
+        "invalid_request"
+    );
+    client.healthz().await.unwrap();
 }
 
 async fn the_client_never_retries_a_final_answer_and_gives_up_clearly(engine: Engine) {

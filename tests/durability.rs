@@ -14,6 +14,7 @@ engine_tests!(
     an_acknowledged_entry_survives_kill_9_and_replays_identically,
     the_log_is_append_only_and_verify_finds_tampering,
     a_rebuild_from_the_log_equals_the_writers_balances,
+    sigterm_stops_the_server_gracefully,
 );
 
 async fn an_acknowledged_entry_survives_kill_9_and_replays_identically(engine: Engine) {
@@ -152,4 +153,21 @@ async fn a_rebuild_from_the_log_equals_the_writers_balances(engine: Engine) {
     );
     let (ok, out, _) = ledger.tally(&["verify"]).await;
     assert!(ok, "{out}");
+}
+
+async fn sigterm_stops_the_server_gracefully(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = ledger.server().await;
+    let r = server
+        .post("/v1/usage-debits", &key, &debit("u1", "cust", "1"))
+        .await;
+    assert_eq!(r.status, 201);
+    let code = server.terminate().await;
+    assert_eq!(code, Some(0), "SIGTERM exits cleanly");
+    let again = ledger.server().await;
+    let replay = again
+        .post("/v1/usage-debits", &key, &debit("u1", "cust", "1"))
+        .await;
+    assert_eq!(replay.body, r.body);
 }

@@ -19,7 +19,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use error::ClientError;
-pub use model::{Balance, Entry, EntryPage, Payment, Posted, Rejection, UsageDebit};
+pub use model::{
+    Balance, BatchResult, Entry, EntryPage, Operation, Payment, Posted, Rejection, UsageDebit,
+};
 pub use retry::{Classification, RetryPolicy};
 
 /// A tally client for one API key.
@@ -73,6 +75,28 @@ impl Client {
     /// `POST /v1/payments`, retried safely under the payment's own ID.
     pub async fn post_payment(&self, payment: &Payment) -> Result<Posted, ClientError> {
         self.post_entry("/v1/payments", &payment.to_json()).await
+    }
+
+    /// `POST /v1/batch`: up to 1,000 operations, one result each, in order.
+    /// The whole batch is retried on transient failures; its items keep
+    /// their upstream IDs, so a retried batch replays what already committed.
+    pub async fn post_batch(
+        &self,
+        operations: &[Operation],
+    ) -> Result<Vec<BatchResult>, ClientError> {
+        let ops: Vec<Value> = operations.iter().map(Operation::to_json).collect();
+        let body = serde_json::json!({ "operations": ops })
+            .to_string()
+            .into_bytes();
+        let answer = self.send("POST", "/v1/batch", Some(body)).await?;
+        let parsed: model::BatchResults =
+            serde_json::from_slice(&answer.body).map_err(|e| ClientError::Decode(e.to_string()))?;
+        Ok(parsed.results)
+    }
+
+    /// `GET /healthz`.
+    pub async fn healthz(&self) -> Result<(), ClientError> {
+        self.send("GET", "/healthz", None).await.map(|_| ())
     }
 
     pub async fn get_entry(&self, id: &str) -> Result<Entry, ClientError> {

@@ -215,3 +215,35 @@ mod tests {
         assert_eq!(d.to_json()["quantity"], "10");
     }
 }
+
+/// One operation of `POST /v1/batch`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operation {
+    UsageDebit(UsageDebit),
+    Payment(Payment),
+}
+
+impl Operation {
+    pub(crate) fn to_json(&self) -> Value {
+        let (kind, mut body) = match self {
+            Operation::UsageDebit(d) => ("usage_debit", d.to_json()),
+            Operation::Payment(p) => ("payment", p.to_json()),
+        };
+        body["type"] = json!(kind);
+        body
+    }
+}
+
+/// One result of `POST /v1/batch`: what the single endpoint would have answered.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct BatchResult {
+    pub status: u16,
+    pub replayed: bool,
+    pub entry: Option<Entry>,
+    pub problem: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct BatchResults {
+    pub results: Vec<BatchResult>,
+}

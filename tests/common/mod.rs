@@ -362,6 +362,21 @@ impl Server {
             .expect("the server prints an address")
     }
 
+    /// SIGTERM, then the exit code (None if killed by a signal).
+    pub async fn terminate(mut self) -> Option<i32> {
+        let pid = self.child.id().expect("running").to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("tally serve did not stop within 30 s after SIGTERM")
+            .unwrap();
+        exit.code()
+    }
+
     /// SIGKILL: no graceful anything.
     pub async fn kill9(mut self) {
         self.child.start_kill().unwrap();
