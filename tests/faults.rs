@@ -96,6 +96,26 @@ async fn deliver(client: &Client, debit: &UsageDebit, acks: &Acks, deliveries: &
     }
 }
 
+/// A worker: delivers its intents one after another through `client`,
+/// pausing `pace` between them.
+fn spawn_worker(
+    client: Client,
+    mine: Vec<UsageDebit>,
+    acks: &Acks,
+    deliveries: &Arc<AtomicU64>,
+    pace: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let (acks, deliveries) = (acks.clone(), deliveries.clone());
+    tokio::spawn(async move {
+        for d in &mine {
+            deliver(&client, d, &acks, &deliveries).await;
+            if !pace.is_zero() {
+                tokio::time::sleep(pace).await;
+            }
+        }
+    })
+}
+
 /// The invariant, checked from the outside: exactly one posted entry per
 /// intent, every acknowledgement present and identical after a restart,
 /// balances equal to the fold of the log (`tally verify`).
@@ -183,12 +203,13 @@ async fn timeout_after_success(engine: &Engine, fault: Fault, name: &'static str
     for w in 0..workers {
         let client = Client::new(proxy.url(), &key, policy()).unwrap();
         let mine: Vec<UsageDebit> = intents.iter().skip(w).step_by(workers).cloned().collect();
-        let (acks, deliveries) = (acks.clone(), deliveries.clone());
-        tasks.push(tokio::spawn(async move {
-            for d in &mine {
-                deliver(&client, d, &acks, &deliveries).await;
-            }
-        }));
+        tasks.push(spawn_worker(
+            client,
+            mine,
+            &acks,
+            &deliveries,
+            Duration::ZERO,
+        ));
     }
     for t in tasks {
         t.await.unwrap();
@@ -283,12 +304,13 @@ async fn concurrent_workers(engine: &Engine) -> Report {
             .filter(|(i, _)| i % workers == w || (i + 4) % workers == w)
             .map(|(_, d)| d.clone())
             .collect();
-        let (acks, deliveries) = (acks.clone(), deliveries.clone());
-        tasks.push(tokio::spawn(async move {
-            for d in &mine {
-                deliver(&client, d, &acks, &deliveries).await;
-            }
-        }));
+        tasks.push(spawn_worker(
+            client,
+            mine,
+            &acks,
+            &deliveries,
+            Duration::ZERO,
+        ));
     }
     for t in tasks {
         t.await.unwrap();
@@ -328,14 +350,14 @@ async fn restart_mid_step(engine: &Engine) -> Report {
         };
         let client = Client::new(front, &key, policy()).unwrap();
         let mine: Vec<UsageDebit> = intents.iter().skip(w).step_by(workers).cloned().collect();
-        let (acks, deliveries) = (acks.clone(), deliveries.clone());
         // Paced so the load spans every kill below.
-        tasks.push(tokio::spawn(async move {
-            for d in &mine {
-                deliver(&client, d, &acks, &deliveries).await;
-                tokio::time::sleep(Duration::from_millis(60)).await;
-            }
-        }));
+        tasks.push(spawn_worker(
+            client,
+            mine,
+            &acks,
+            &deliveries,
+            Duration::from_millis(60),
+        ));
     }
     let mut kills = 0u64;
     let mut a = Some(a);
@@ -399,14 +421,14 @@ async fn database_faults(engine: &Engine) -> Report {
     for w in 0..workers {
         let client = Client::new(&server.base, &key, policy()).unwrap();
         let mine: Vec<UsageDebit> = intents.iter().skip(w).step_by(workers).cloned().collect();
-        let (acks, deliveries) = (acks.clone(), deliveries.clone());
-        tasks.push(tokio::spawn(async move {
-            for d in &mine {
-                deliver(&client, d, &acks, &deliveries).await;
-                // Paced so the load spans the outages below.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }));
+        // Paced so the load spans the outages below.
+        tasks.push(spawn_worker(
+            client,
+            mine,
+            &acks,
+            &deliveries,
+            Duration::from_millis(100),
+        ));
     }
     // A probe without retries sees the 503s the workers' client hides.
     let probe = {

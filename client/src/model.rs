@@ -11,6 +11,27 @@ fn decimal(d: Decimal) -> Value {
     Value::String(d.normalize().to_string())
 }
 
+/// The optional fields every money-moving request shares.
+fn insert_shared_optionals(
+    m: &mut Map<String, Value>,
+    occurred_at: Option<DateTime<Utc>>,
+    counter_account: Option<&str>,
+    metadata: Option<&BTreeMap<String, String>>,
+) {
+    if let Some(v) = occurred_at {
+        m.insert(
+            "occurred_at".into(),
+            json!(v.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
+        );
+    }
+    if let Some(v) = counter_account {
+        m.insert("counter_account".into(), json!(v));
+    }
+    if let Some(v) = metadata {
+        m.insert("metadata".into(), json!(v));
+    }
+}
+
 /// A usage debit. The usage-record ID is required to build one: it is the
 /// idempotency key, taken from the upstream system, never generated here.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,18 +79,12 @@ impl UsageDebit {
         if let Some(v) = self.quantity {
             m.insert("quantity".into(), decimal(v));
         }
-        if let Some(v) = self.occurred_at {
-            m.insert(
-                "occurred_at".into(),
-                json!(v.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
-            );
-        }
-        if let Some(v) = &self.counter_account {
-            m.insert("counter_account".into(), json!(v));
-        }
-        if let Some(v) = &self.metadata {
-            m.insert("metadata".into(), json!(v));
-        }
+        insert_shared_optionals(
+            &mut m,
+            self.occurred_at,
+            self.counter_account.as_deref(),
+            self.metadata.as_ref(),
+        );
         Value::Object(m)
     }
 }
@@ -115,18 +130,12 @@ impl Payment {
         if let Some(v) = &self.processor {
             m.insert("processor".into(), json!(v));
         }
-        if let Some(v) = self.occurred_at {
-            m.insert(
-                "occurred_at".into(),
-                json!(v.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
-            );
-        }
-        if let Some(v) = &self.counter_account {
-            m.insert("counter_account".into(), json!(v));
-        }
-        if let Some(v) = &self.metadata {
-            m.insert("metadata".into(), json!(v));
-        }
+        insert_shared_optionals(
+            &mut m,
+            self.occurred_at,
+            self.counter_account.as_deref(),
+            self.metadata.as_ref(),
+        );
         Value::Object(m)
     }
 }
