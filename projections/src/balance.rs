@@ -31,6 +31,13 @@ pub struct Posting<'a> {
     pub unit: &'a str,
 }
 
+/// Which total of an account an amount adds to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Debit,
+    Credit,
+}
+
 /// A total went past what a `Decimal` can hold (about 7.9e28).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BalanceOverflow {
@@ -86,6 +93,35 @@ impl BalanceProjection {
             })?;
         self.slot(posting.debit_account, posting.unit).debits = debited;
         self.slot(posting.credit_account, posting.unit).credits = credited;
+        Ok(())
+    }
+
+    /// Adds `amount` to one side of one account: the fold of a set of
+    /// postings grouped by account (the rebuild reads the log that way).
+    /// Postings fold to the same totals whether applied one by one through
+    /// [`BalanceProjection::apply`] or summed per side here: decimal addition
+    /// is exact, so the order does not matter.
+    pub fn add(
+        &mut self,
+        account: &str,
+        unit: &str,
+        side: Side,
+        amount: Decimal,
+    ) -> Result<(), BalanceOverflow> {
+        let current = self.get(account, unit).cloned().unwrap_or_default();
+        let overflow = || BalanceOverflow {
+            account: account.to_owned(),
+        };
+        match side {
+            Side::Debit => {
+                let total = current.debits.checked_add(amount).ok_or_else(overflow)?;
+                self.slot(account, unit).debits = total;
+            }
+            Side::Credit => {
+                let total = current.credits.checked_add(amount).ok_or_else(overflow)?;
+                self.slot(account, unit).credits = total;
+            }
+        }
         Ok(())
     }
 
@@ -169,6 +205,35 @@ mod tests {
         assert_eq!(p.get("@revenue", "USD").unwrap().posted(), d("1.25"));
         assert_eq!(p.unit_total("USD"), Decimal::ZERO);
         assert!(p.get("cust", "credits").is_none());
+    }
+
+    #[test]
+    fn adding_per_side_equals_applying_postings() {
+        let postings = [
+            ("a", "@r", "1.5"),
+            ("b", "@r", "2"),
+            ("@p", "a", "10"),
+            ("a", "b", "0.25"),
+        ];
+        let mut one_by_one = BalanceProjection::new();
+        let mut per_side = BalanceProjection::new();
+        for (debit, credit, amount) in postings {
+            one_by_one
+                .apply(&Posting {
+                    debit_account: debit,
+                    credit_account: credit,
+                    amount: d(amount),
+                    unit: "USD",
+                })
+                .unwrap();
+        }
+        for (debit, credit, amount) in postings.iter().rev() {
+            per_side
+                .add(credit, "USD", Side::Credit, d(amount))
+                .unwrap();
+            per_side.add(debit, "USD", Side::Debit, d(amount)).unwrap();
+        }
+        assert_eq!(one_by_one, per_side);
     }
 
     #[test]

@@ -8,4 +8,4 @@
 
 mod balance;
 
-pub use balance::{AccountBalance, BalanceOverflow, BalanceProjection, Posting};
+pub use balance::{AccountBalance, BalanceOverflow, BalanceProjection, Posting, Side};

@@ -240,6 +240,38 @@ pub fn fold_into(
         .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))
 }
 
+/// Seq ranges the rebuild aggregates at a time, so no aggregated string
+/// grows with the whole log.
+pub(crate) const REBUILD_CHUNK: i64 = 1_000_000;
+
+/// The rebuild's inner loop: one side of one account, its posted amounts as
+/// the database aggregated them (comma-separated canonical decimal text).
+/// Returns how many amounts were folded.
+pub(crate) fn fold_side(
+    projection: &mut BalanceProjection,
+    account: &str,
+    unit: &str,
+    side: tally_projections::Side,
+    amounts: &str,
+) -> Result<u64, LedgerError> {
+    let mut total = rust_decimal::Decimal::ZERO;
+    let mut n = 0;
+    for text in amounts.split(',') {
+        // Stored amounts are canonical decimal text, which from_str_exact
+        // reads exactly (it refuses rather than rounds).
+        let amount = rust_decimal::Decimal::from_str_exact(text)
+            .map_err(|_| LedgerError::Corrupt(format!("amount {text:?}")))?;
+        total = total
+            .checked_add(amount)
+            .ok_or_else(|| LedgerError::Corrupt(format!("balance of {account} overflows")))?;
+        n += 1;
+    }
+    projection
+        .add(account, unit, side, total)
+        .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))?;
+    Ok(n)
+}
+
 /// Folds one row of (status, debit_account, credit_account, amount, unit)
 /// into `projection`; the rebuild's inner loop.
 pub(crate) fn fold_row(
