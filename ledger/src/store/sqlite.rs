@@ -146,29 +146,22 @@ impl SqliteStore {
         tenant: &str,
         f: &EntryFilter,
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {ENTRY_COLUMNS} FROM entries"));
-        q.push(" WHERE tenant_id = ").push_bind(tenant);
-        q.push(" AND seq > ").push_bind(f.after_seq);
-        if let Some(account) = &f.account {
-            q.push(" AND (debit_account = ")
-                .push_bind(account)
-                .push(" OR credit_account = ")
-                .push_bind(account)
-                .push(")");
+        // With an account, the page is the merge of two index-ordered walks
+        // (debit side, credit side), each stopping after `limit` rows. A
+        // single `debit_account = x OR credit_account = x` query was planned
+        // as a walk of the whole log in seq order once the prepared statement
+        // went generic (measured: 202 ms per page at 300,000 entries).
+        let mut q = QueryBuilder::<Sqlite>::new("");
+        match &f.account {
+            None => branch(&mut q, tenant, f, None),
+            Some(account) => {
+                q.push("SELECT * FROM (SELECT * FROM (");
+                branch(&mut q, tenant, f, Some(("debit_account", account)));
+                q.push(") d UNION ALL SELECT * FROM (");
+                branch(&mut q, tenant, f, Some(("credit_account", account)));
+                q.push(") c) u ORDER BY seq LIMIT ").push_bind(f.limit);
+            }
         }
-        if let Some(kind) = f.kind {
-            q.push(" AND kind = ").push_bind(kind.as_str());
-        }
-        // Fixed-width UTC text compares in time order.
-        if let Some(from) = f.from {
-            q.push(" AND recorded_at >= ")
-                .push_bind(format_recorded_at(&from));
-        }
-        if let Some(to) = f.to {
-            q.push(" AND recorded_at < ")
-                .push_bind(format_recorded_at(&to));
-        }
-        q.push(" ORDER BY seq LIMIT ").push_bind(f.limit);
         let rows = q.build().fetch_all(&self.pool).await?;
         rows.iter().map(entry).collect()
     }
@@ -304,6 +297,36 @@ impl SqliteStore {
         group.commit().await?;
         Ok((head.seq, rows.len()))
     }
+}
+
+/// One index-ordered walk of the log for `GET /v1/entries`.
+fn branch<'a>(
+    q: &mut QueryBuilder<'a, Sqlite>,
+    tenant: &'a str,
+    f: &'a EntryFilter,
+    side: Option<(&'static str, &'a String)>,
+) {
+    q.push(format!(
+        "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
+    ))
+    .push_bind(tenant);
+    if let Some((column, account)) = side {
+        q.push(format!(" AND {column} = ")).push_bind(account);
+    }
+    q.push(" AND seq > ").push_bind(f.after_seq);
+    if let Some(kind) = f.kind {
+        q.push(" AND kind = ").push_bind(kind.as_str());
+    }
+    // Fixed-width UTC text compares in time order.
+    if let Some(from) = f.from {
+        q.push(" AND recorded_at >= ")
+            .push_bind(format_recorded_at(&from));
+    }
+    if let Some(to) = f.to {
+        q.push(" AND recorded_at < ")
+            .push_bind(format_recorded_at(&to));
+    }
+    q.push(" ORDER BY seq LIMIT ").push_bind(f.limit);
 }
 
 fn head_from(row: Option<&SqliteRow>) -> Result<Head, LedgerError> {
