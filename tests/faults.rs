@@ -14,7 +14,7 @@ mod common;
 use std::collections::HashMap;
 use std::io::Write;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -112,6 +112,34 @@ fn spawn_worker(
             if !pace.is_zero() {
                 tokio::time::sleep(pace).await;
             }
+        }
+    })
+}
+
+/// Load that lasts as long as a fault phase does: worker `w` of `workers`
+/// keeps delivering new intents (recorded in `sent`) until `stop` is set.
+#[allow(clippy::too_many_arguments)]
+fn spawn_open_worker(
+    client: Client,
+    scenario: &'static str,
+    w: usize,
+    workers: usize,
+    acks: &Acks,
+    deliveries: &Arc<AtomicU64>,
+    sent: &Arc<Mutex<Vec<UsageDebit>>>,
+    stop: &Arc<AtomicBool>,
+    pace: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let (acks, deliveries, sent, stop) =
+        (acks.clone(), deliveries.clone(), sent.clone(), stop.clone());
+    tokio::spawn(async move {
+        let mut k = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let d = intent(scenario, k * workers + w);
+            sent.lock().unwrap().push(d.clone());
+            deliver(&client, &d, &acks, &deliveries).await;
+            k += 1;
+            tokio::time::sleep(pace).await;
         }
     })
 }
@@ -337,10 +365,11 @@ async fn restart_mid_step(engine: &Engine) -> Report {
     let b = ledger.server().await;
     let front_a = Proxy::start(a.addr()).await;
     let front_b = Proxy::start(b.addr()).await;
-    let intents: Vec<UsageDebit> = (0..160 * soak()).map(|i| intent("restart", i)).collect();
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
     let acks = Acks::default();
     let deliveries = Arc::new(AtomicU64::new(0));
-    let workers = 8;
+    let workers = 8 * soak();
     let mut tasks = Vec::new();
     for w in 0..workers {
         let front = if w % 2 == 0 {
@@ -349,14 +378,17 @@ async fn restart_mid_step(engine: &Engine) -> Report {
             front_b.url()
         };
         let client = Client::new(front, &key, policy()).unwrap();
-        let mine: Vec<UsageDebit> = intents.iter().skip(w).step_by(workers).cloned().collect();
-        // Paced so the load spans every kill below.
-        tasks.push(spawn_worker(
+        // Load runs until every kill and restart below is done.
+        tasks.push(spawn_open_worker(
             client,
-            mine,
+            "restart",
+            w,
+            workers,
             &acks,
             &deliveries,
-            Duration::from_millis(60),
+            &sent,
+            &stop,
+            Duration::from_millis(20),
         ));
     }
     let mut kills = 0u64;
@@ -377,11 +409,12 @@ async fn restart_mid_step(engine: &Engine) -> Report {
         front.set_target(restarted.addr());
         *slot = Some(restarted);
     }
-    let unfinished = tasks.iter().filter(|t| !t.is_finished()).count();
-    assert!(unfinished > 0, "the load ended before the last kill");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.unwrap();
     }
+    let intents = sent.lock().unwrap().clone();
     let n = deliveries.load(Ordering::Relaxed);
     assert!(
         n > intents.len() as u64,
@@ -412,22 +445,26 @@ async fn database_faults(engine: &Engine) -> Report {
         .replacen("127.0.0.1:5432", &db_proxy.addr.to_string(), 1)
         .replacen("localhost:5432", &db_proxy.addr.to_string(), 1);
     let server = Server::start(&via_proxy, &["--pool-size", "4"]).await;
-    let intents: Vec<UsageDebit> = (0..80 * soak()).map(|i| intent("dbfault", i)).collect();
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
     let acks = Acks::default();
     let deliveries = Arc::new(AtomicU64::new(0));
     let unavailable = Arc::new(AtomicU64::new(0));
-    let workers = 8;
+    let workers = 8 * soak();
     let mut tasks = Vec::new();
     for w in 0..workers {
         let client = Client::new(&server.base, &key, policy()).unwrap();
-        let mine: Vec<UsageDebit> = intents.iter().skip(w).step_by(workers).cloned().collect();
-        // Paced so the load spans the outages below.
-        tasks.push(spawn_worker(
+        // Load runs until the outages below are over.
+        tasks.push(spawn_open_worker(
             client,
-            mine,
+            "dbfault",
+            w,
+            workers,
             &acks,
             &deliveries,
-            Duration::from_millis(100),
+            &sent,
+            &stop,
+            Duration::from_millis(20),
         ));
     }
     // A probe without retries sees the 503s the workers' client hides.
@@ -468,9 +505,12 @@ async fn database_faults(engine: &Engine) -> Report {
     tokio::time::sleep(Duration::from_millis(800)).await;
     db_proxy.set_fault(Fault::None);
     faults += 1;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.unwrap();
     }
+    let intents = sent.lock().unwrap().clone();
     probe.await.unwrap();
     // Recovered without a restart: the same server takes new work.
     let client = Client::new(&server.base, &key, policy()).unwrap();
