@@ -394,10 +394,10 @@ async fn restart_mid_step(engine: &Engine) -> Report {
     let mut kills = 0u64;
     let mut a = Some(a);
     let mut b = Some(b);
-    for round in 0..4 {
+    for round in 0..4 * soak() {
         tokio::time::sleep(Duration::from_millis(150)).await;
         // Mostly one of several, once the other too.
-        let (slot, front) = if round == 2 {
+        let (slot, front) = if round % 4 == 2 {
             (&mut b, &front_b)
         } else {
             (&mut a, &front_a)
