@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Engine, Ledger};
 use rust_decimal::Decimal;
-use tally_client::{Client, ClientError, Operation, Payment, RetryPolicy, UsageDebit};
+use tally_client::{Client, ClientError, EntryQuery, Operation, Payment, RetryPolicy, UsageDebit};
 
 engine_tests!(
     the_client_posts_replays_and_reads,
@@ -42,11 +42,30 @@ async fn the_client_posts_replays_and_reads(engine: Engine) {
         client.get_entry(&first.entry.id).await.unwrap(),
         first.entry
     );
-    let page = client.list_entries(0, 10).await.unwrap();
+    let page = client
+        .list_entries(&EntryQuery {
+            limit: Some(10),
+            ..EntryQuery::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(page.entries.len(), 2);
     assert_eq!(page.next_after_seq, None);
+    let payments = client
+        .list_entries(&EntryQuery {
+            account: Some("@payments".into()),
+            kind: Some("payment".into()),
+            ..EntryQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(payments.entries, vec![pay.entry.clone()]);
     let balance = client.balance("cust").await.unwrap();
     assert_eq!((balance.posted.as_str(), balance.as_of_seq), ("8.5", 2));
+    let before = client.balance_as_of("cust", 1).await.unwrap();
+    assert_eq!(before.posted, "-1.5");
+    let revenue = client.balance("@revenue").await.unwrap();
+    assert_eq!(revenue.posted, "1.5");
 
     let results = client
         .post_batch(&[

@@ -433,18 +433,29 @@ async fn restart_mid_step(engine: &Engine) -> Report {
     .await
 }
 
-/// Scenario 5: Database faults (PostgreSQL): connections terminated and the database
-/// unreachable for a moment; tally answers 503, commits nothing partial, and
-/// recovers without a restart.
+/// Scenario 5: Database faults. PostgreSQL: connections terminated and the
+/// database unreachable for a moment. SQLite: the database refuses writes for
+/// a moment. tally answers 503, commits nothing partial, and recovers
+/// without a restart.
 async fn database_faults(engine: &Engine) -> Report {
     let (ledger, key) = fresh(engine).await;
-    let pg: std::net::SocketAddr = "127.0.0.1:5432".parse().unwrap();
-    let db_proxy = Proxy::start(pg).await;
-    let via_proxy = ledger
-        .database_url
-        .replacen("127.0.0.1:5432", &db_proxy.addr.to_string(), 1)
-        .replacen("localhost:5432", &db_proxy.addr.to_string(), 1);
-    let server = Server::start(&via_proxy, &["--pool-size", "4"]).await;
+    // PostgreSQL is reached through a proxy that can cut it off.
+    let db_proxy = if engine.is_postgres() {
+        let pg: std::net::SocketAddr = "127.0.0.1:5432".parse().unwrap();
+        Some(Proxy::start(pg).await)
+    } else {
+        None
+    };
+    let server = match &db_proxy {
+        Some(p) => {
+            let via_proxy = ledger
+                .database_url
+                .replacen("127.0.0.1:5432", &p.addr.to_string(), 1)
+                .replacen("localhost:5432", &p.addr.to_string(), 1);
+            Server::start(&via_proxy, &["--pool-size", "4"]).await
+        }
+        None => ledger.server().await,
+    };
     let sent = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let acks = Acks::default();
@@ -490,21 +501,39 @@ async fn database_faults(engine: &Engine) -> Report {
         })
     };
     let mut faults = 0;
-    let db_name = ledger.database_url.rsplit('/').next().unwrap().to_owned();
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(120)).await;
-        ledger
-            .sql(&[&format!(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE datname = '{db_name}' AND pid <> pg_backend_pid()"
-            )])
-            .await;
-        faults += 1;
+    match &db_proxy {
+        Some(db_proxy) => {
+            let db_name = ledger.database_url.rsplit('/').next().unwrap().to_owned();
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(120)).await;
+                ledger
+                    .sql(&[&format!(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                         WHERE datname = '{db_name}' AND pid <> pg_backend_pid()"
+                    )])
+                    .await;
+                faults += 1;
+            }
+            db_proxy.down();
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            db_proxy.set_fault(Fault::None);
+            faults += 1;
+        }
+        None => {
+            // SQLite is embedded: there is no connection to lose. Its fault is
+            // a database that refuses writes for a while.
+            for _ in 0..2 {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                ledger
+                    .sql(&["CREATE TRIGGER injected_fault BEFORE UPDATE ON balances \
+                            BEGIN SELECT RAISE(ABORT, 'injected fault'); END"])
+                    .await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                ledger.sql(&["DROP TRIGGER injected_fault"]).await;
+                faults += 1;
+            }
+        }
     }
-    db_proxy.down();
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    db_proxy.set_fault(Fault::None);
-    faults += 1;
     tokio::time::sleep(Duration::from_millis(200)).await;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
@@ -611,9 +640,7 @@ async fn every_intent_takes_effect_exactly_once_under_faults(engine: Engine) {
         concurrent_workers(&engine).await,
         restart_mid_step(&engine).await,
     ];
-    if engine.is_postgres() {
-        reports.push(database_faults(&engine).await);
-    }
+    reports.push(database_faults(&engine).await);
     reports.push(conflicting_retries(&engine).await);
 
     let mut table = format!(

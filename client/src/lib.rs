@@ -100,18 +100,29 @@ impl Client {
     }
 
     pub async fn get_entry(&self, id: &str) -> Result<Entry, ClientError> {
-        self.get_json(&format!("/v1/entries/{id}")).await
+        self.get_json(&format!("/v1/entries/{}", encode(id))).await
     }
 
     /// One page of `GET /v1/entries` after `after_seq`.
-    pub async fn list_entries(&self, after_seq: i64, limit: u32) -> Result<EntryPage, ClientError> {
-        self.get_json(&format!("/v1/entries?after_seq={after_seq}&limit={limit}"))
+    /// One page of `GET /v1/entries`; follow `next_after_seq` for the next.
+    pub async fn list_entries(&self, query: &EntryQuery) -> Result<EntryPage, ClientError> {
+        self.get_json(&format!("/v1/entries?{}", query.to_query()))
             .await
     }
 
+    /// `GET /v1/accounts/{account}/balance`, now.
     pub async fn balance(&self, account: &str) -> Result<Balance, ClientError> {
-        self.get_json(&format!("/v1/accounts/{account}/balance"))
+        self.get_json(&format!("/v1/accounts/{}/balance", encode(account)))
             .await
+    }
+
+    /// The balance right after entry `seq`.
+    pub async fn balance_as_of(&self, account: &str, seq: i64) -> Result<Balance, ClientError> {
+        self.get_json(&format!(
+            "/v1/accounts/{}/balance?as_of_seq={seq}",
+            encode(account)
+        ))
+        .await
     }
 
     async fn post_entry(&self, path: &str, body: &Value) -> Result<Posted, ClientError> {
@@ -215,10 +226,79 @@ impl Client {
     }
 }
 
+/// Filters of `GET /v1/entries`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EntryQuery {
+    pub account: Option<String>,
+    /// `usage_debit` or `payment`.
+    pub kind: Option<String>,
+    pub after_seq: i64,
+    /// 1 to 1,000; the server's default (100) when `None`.
+    pub limit: Option<u32>,
+    pub from: Option<chrono::DateTime<chrono::Utc>>,
+    pub to: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl EntryQuery {
+    fn to_query(&self) -> String {
+        let mut parts = vec![format!("after_seq={}", self.after_seq)];
+        if let Some(a) = &self.account {
+            parts.push(format!("account={}", encode(a)));
+        }
+        if let Some(k) = &self.kind {
+            parts.push(format!("kind={}", encode(k)));
+        }
+        if let Some(l) = self.limit {
+            parts.push(format!("limit={l}"));
+        }
+        let time = |t: &chrono::DateTime<chrono::Utc>| {
+            encode(&t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+        };
+        if let Some(t) = &self.from {
+            parts.push(format!("from={}", time(t)));
+        }
+        if let Some(t) = &self.to {
+            parts.push(format!("to={}", time(t)));
+        }
+        parts.join("&")
+    }
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters, for a
+/// path segment or a query value.
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     headers
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_percent_encoded() {
+        assert_eq!(encode("@revenue"), "%40revenue");
+        assert_eq!(encode("a b/c+é"), "a%20b%2Fc%2B%C3%A9");
+        let q = EntryQuery {
+            account: Some("cust 1".into()),
+            limit: Some(10),
+            ..EntryQuery::default()
+        };
+        assert_eq!(q.to_query(), "after_seq=0&account=cust%201&limit=10");
+    }
 }
