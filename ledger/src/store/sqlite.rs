@@ -56,13 +56,18 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(30))
-            .foreign_keys(true);
+            .foreign_keys(true)
+            // Checkpoints run in the background task below, not inside the
+            // commit that happens to cross the WAL threshold (that commit's
+            // callers saw the whole checkpoint as latency).
+            .pragma("wal_autocheckpoint", "0");
         let pool = SqlitePoolOptions::new()
             .max_connections(pool_size)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
         sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
+        tokio::spawn(checkpoint_wal(pool.clone()));
         Ok(Self { pool })
     }
 
@@ -327,6 +332,24 @@ fn branch<'a>(
             .push_bind(format_recorded_at(&to));
     }
     q.push(" ORDER BY seq LIMIT ").push_bind(f.limit);
+}
+
+/// Copies the WAL back into the database file once a second, off the
+/// commit path. PASSIVE never blocks writers or readers.
+async fn checkpoint_wal(pool: SqlitePool) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if pool.is_closed() {
+            return;
+        }
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&pool)
+            .await
+        {
+            tracing::warn!(error = %e, "WAL checkpoint failed; will retry");
+        }
+    }
 }
 
 fn head_from(row: Option<&SqliteRow>) -> Result<Head, LedgerError> {
