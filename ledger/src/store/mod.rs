@@ -345,6 +345,45 @@ where
     })
 }
 
+/// Decodes a `ledger_heads` row (seq, hash); no row is the empty chain.
+pub(crate) fn decode_head<'r, R>(row: Option<&'r R>) -> Result<Head, LedgerError>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let Some(row) = row else {
+        return Ok(Head::EMPTY);
+    };
+    let hash: String = row.try_get("hash")?;
+    Ok(Head {
+        seq: row.try_get("seq")?,
+        hash: crate::chain::decode_hash(&hash)
+            .ok_or_else(|| LedgerError::Corrupt(format!("head hash {hash:?}")))?,
+    })
+}
+
+/// Decodes the debits, credits and held columns of a balance row, which
+/// both engines deliver as exact decimal text.
+pub(crate) fn decode_balance<'r, R>(
+    row: &'r R,
+) -> Result<tally_projections::AccountBalance, LedgerError>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let amount = |c: &'static str| -> Result<rust_decimal::Decimal, LedgerError> {
+        parse_decimal(&row.try_get::<String, _>(c)?, c)
+    };
+    Ok(tally_projections::AccountBalance {
+        debits: amount("debits")?,
+        credits: amount("credits")?,
+        held: amount("held")?,
+    })
+}
+
 /// Keeps only microseconds: both engines store that precision, and the
 /// first answer must equal every replay read back from the database.
 pub(crate) fn now_micros() -> DateTime<Utc> {

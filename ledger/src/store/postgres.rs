@@ -12,9 +12,9 @@ use sqlx::{PgPool, Postgres, QueryBuilder, Row, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection};
 
 use super::group::GroupTransaction;
-use super::{decode_entry, fold_row, parse_decimal, BalanceRow, EntryFilter};
+use super::{decode_balance, decode_entry, decode_head, fold_row, BalanceRow, EntryFilter};
 use crate::amount::canonical;
-use crate::chain::{decode_hash, Head, GENESIS_HASH};
+use crate::chain::{Head, GENESIS_HASH};
 use crate::entry::StoredEntry;
 use crate::intent::EntryKind;
 use crate::LedgerError;
@@ -31,14 +31,6 @@ pub struct PostgresStore {
 fn entry(row: &PgRow) -> Result<StoredEntry, LedgerError> {
     let recorded_at: DateTime<Utc> = row.try_get("recorded_at")?;
     decode_entry(row, recorded_at)
-}
-
-fn balance(row: &PgRow) -> Result<AccountBalance, LedgerError> {
-    Ok(AccountBalance {
-        debits: parse_decimal(&row.try_get::<String, _>("debits")?, "debits")?,
-        credits: parse_decimal(&row.try_get::<String, _>("credits")?, "credits")?,
-        held: parse_decimal(&row.try_get::<String, _>("held")?, "held")?,
-    })
 }
 
 const BALANCE_COLUMNS: &str =
@@ -69,18 +61,6 @@ fn branch<'a>(
         q.push(" AND recorded_at < ").push_bind(to);
     }
     q.push(" ORDER BY seq LIMIT ").push_bind(f.limit);
-}
-
-fn head_from(row: Option<&PgRow>) -> Result<Head, LedgerError> {
-    let Some(row) = row else {
-        return Ok(Head::EMPTY);
-    };
-    let hash: String = row.try_get("hash")?;
-    Ok(Head {
-        seq: row.try_get("seq")?,
-        hash: decode_hash(&hash)
-            .ok_or_else(|| LedgerError::Corrupt(format!("head hash {hash:?}")))?,
-    })
 }
 
 impl PostgresStore {
@@ -219,7 +199,7 @@ impl PostgresStore {
             if let Some(unit) = r.try_get::<Option<String>, _>("unit")? {
                 out.push(BalanceRow {
                     unit,
-                    balance: balance(r)?,
+                    balance: decode_balance(r)?,
                 });
             }
         }
@@ -258,7 +238,7 @@ impl PostgresStore {
             .bind(tenant)
             .fetch_optional(&self.pool)
             .await?;
-        head_from(row.as_ref())
+        decode_head(row.as_ref())
     }
 
     pub async fn stored_balances(&self, tenant: &str) -> Result<BalanceProjection, LedgerError> {
@@ -268,7 +248,7 @@ impl PostgresStore {
         for r in &rows {
             let account: String = r.try_get("account")?;
             let unit: String = r.try_get("unit")?;
-            p.insert(&account, &unit, balance(r)?);
+            p.insert(&account, &unit, decode_balance(r)?);
         }
         Ok(p)
     }
@@ -334,7 +314,7 @@ impl GroupTransaction for PgGroup {
                 .fetch_optional(&mut *self.tx)
                 .await?;
         }
-        head_from(row.as_ref())
+        decode_head(row.as_ref())
     }
 
     async fn entries_with_keys(
@@ -387,7 +367,13 @@ impl GroupTransaction for PgGroup {
             .fetch_all(&mut *self.tx)
             .await?;
         rows.iter()
-            .map(|r| Ok((r.try_get("account")?, r.try_get("unit")?, balance(r)?)))
+            .map(|r| {
+                Ok((
+                    r.try_get("account")?,
+                    r.try_get("unit")?,
+                    decode_balance(r)?,
+                ))
+            })
             .collect()
     }
 

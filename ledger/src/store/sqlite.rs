@@ -14,9 +14,11 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection, Side};
 
 use super::group::GroupTransaction;
-use super::{decode_entry, fold_side, parse_decimal, BalanceRow, EntryFilter, REBUILD_CHUNK};
+use super::{
+    decode_balance, decode_entry, decode_head, fold_side, BalanceRow, EntryFilter, REBUILD_CHUNK,
+};
 use crate::amount::canonical;
-use crate::chain::{decode_hash, Head, GENESIS_HASH};
+use crate::chain::{Head, GENESIS_HASH};
 use crate::entry::{format_recorded_at, StoredEntry};
 use crate::intent::EntryKind;
 use crate::LedgerError;
@@ -39,14 +41,6 @@ fn entry(row: &SqliteRow) -> Result<StoredEntry, LedgerError> {
         .map_err(|_| LedgerError::Corrupt(format!("recorded_at {text:?}")))?
         .with_timezone(&Utc);
     decode_entry(row, recorded_at)
-}
-
-fn balance(row: &SqliteRow) -> Result<AccountBalance, LedgerError> {
-    Ok(AccountBalance {
-        debits: parse_decimal(&row.try_get::<String, _>("debits")?, "debits")?,
-        credits: parse_decimal(&row.try_get::<String, _>("credits")?, "credits")?,
-        held: parse_decimal(&row.try_get::<String, _>("held")?, "held")?,
-    })
 }
 
 impl SqliteStore {
@@ -196,7 +190,7 @@ impl SqliteStore {
             .map(|r| {
                 Ok(BalanceRow {
                     unit: r.try_get("unit")?,
-                    balance: balance(r)?,
+                    balance: decode_balance(r)?,
                 })
             })
             .collect::<Result<Vec<_>, LedgerError>>()?;
@@ -236,7 +230,7 @@ impl SqliteStore {
             .bind(tenant)
             .fetch_optional(&self.pool)
             .await?;
-        head_from(row.as_ref())
+        decode_head(row.as_ref())
     }
 
     pub async fn stored_balances(&self, tenant: &str) -> Result<BalanceProjection, LedgerError> {
@@ -250,7 +244,7 @@ impl SqliteStore {
         for r in &rows {
             let account: String = r.try_get("account")?;
             let unit: String = r.try_get("unit")?;
-            p.insert(&account, &unit, balance(r)?);
+            p.insert(&account, &unit, decode_balance(r)?);
         }
         Ok(p)
     }
@@ -352,18 +346,6 @@ async fn checkpoint_wal(pool: SqlitePool) {
     }
 }
 
-fn head_from(row: Option<&SqliteRow>) -> Result<Head, LedgerError> {
-    let Some(row) = row else {
-        return Ok(Head::EMPTY);
-    };
-    let hash: String = row.try_get("hash")?;
-    Ok(Head {
-        seq: row.try_get("seq")?,
-        hash: decode_hash(&hash)
-            .ok_or_else(|| LedgerError::Corrupt(format!("head hash {hash:?}")))?,
-    })
-}
-
 pub(super) struct SqliteGroup {
     tx: Transaction<'static, Sqlite>,
 }
@@ -383,7 +365,7 @@ impl GroupTransaction for SqliteGroup {
             .bind(tenant)
             .fetch_optional(&mut *self.tx)
             .await?;
-        head_from(row.as_ref())
+        decode_head(row.as_ref())
     }
 
     async fn entries_with_keys(
@@ -441,7 +423,7 @@ impl GroupTransaction for SqliteGroup {
                 out.push((
                     row.try_get("account")?,
                     row.try_get("unit")?,
-                    balance(&row)?,
+                    decode_balance(&row)?,
                 ));
             }
         }
