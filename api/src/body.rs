@@ -44,7 +44,13 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
             }
         })?;
         match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Object(map)) => Ok(JsonObject(map)),
+            Ok(Value::Object(map)) => match crate::duplicate_keys::find_duplicate_key(&bytes) {
+                None => Ok(JsonObject(map)),
+                Some(key) => Err(ApiError::Invalid(ValidationErrors::single(
+                    key,
+                    "is given more than once",
+                ))),
+            },
             Ok(_) => Err(ApiError::Invalid(ValidationErrors::single(
                 "body",
                 "must be a JSON object",

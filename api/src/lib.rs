@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod body;
 pub mod cli;
+mod duplicate_keys;
 pub mod problem;
 pub mod routes;
 pub mod server;
