@@ -1,9 +1,9 @@
 //! Drives a real `tally serve` over HTTP from many client tasks.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use crate::stats::Stats;
+use crate::stats::{self, Stats};
 use crate::workload::Rng;
 
 #[derive(Clone)]
@@ -50,39 +50,23 @@ where
     F: Fn(&mut Rng) -> Request + Send + Sync + 'static,
 {
     let make = Arc::new(make);
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1);
-    let started = Instant::now();
-    let deadline = started + duration;
-    let tasks: Vec<_> = (0..clients)
-        .map(|c| {
-            let target = target.clone();
-            let make = make.clone();
-            tokio::spawn(async move {
-                let mut rng = Rng::new(seed ^ ((c as u64 + 1) << 32));
-                let mut stats = Stats::default();
-                while Instant::now() < deadline {
-                    let req = make(&mut rng);
-                    let t0 = Instant::now();
-                    match target.send(&req).await {
-                        Ok(200 | 201) => stats.rows += req.rows,
-                        _ => stats.errors += 1,
-                    }
-                    stats.requests += 1;
-                    stats.latencies_us.push(t0.elapsed().as_micros() as u64);
+    stats::drive(clients, duration, |mut rng, deadline| {
+        let target = target.clone();
+        let make = make.clone();
+        async move {
+            let mut stats = Stats::default();
+            while Instant::now() < deadline {
+                let req = make(&mut rng);
+                let t0 = Instant::now();
+                match target.send(&req).await {
+                    Ok(200 | 201) => stats.rows += req.rows,
+                    _ => stats.errors += 1,
                 }
-                stats
-            })
-        })
-        .collect();
-    let mut total = Stats::default();
-    for t in tasks {
-        if let Ok(s) = t.await {
-            total.merge(s);
+                stats.requests += 1;
+                stats.latencies_us.push(t0.elapsed().as_micros() as u64);
+            }
+            stats
         }
-    }
-    total.elapsed = started.elapsed();
-    total
+    })
+    .await
 }

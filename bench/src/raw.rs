@@ -5,14 +5,14 @@
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rust_decimal::Decimal;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, QueryBuilder, Row, SqlitePool};
 
-use crate::stats::Stats;
+use crate::stats::{self, Stats};
 use crate::workload::{Rng, ACCOUNTS, COUNTERS};
 
 #[derive(Clone)]
@@ -243,43 +243,27 @@ impl RawDb {
 /// `clients` connections, each committing transactions of `batch` rows for
 /// `duration`.
 pub async fn run(db: &RawDb, clients: usize, batch: usize, duration: Duration) -> Stats {
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(7);
-    let started = Instant::now();
-    let deadline = started + duration;
-    let tasks: Vec<_> = (0..clients)
-        .map(|c| {
-            let db = db.clone();
-            tokio::spawn(async move {
-                let mut rng = Rng::new(seed ^ ((c as u64 + 11) << 40));
-                let mut stats = Stats::default();
-                while Instant::now() < deadline {
-                    let rows: Vec<RawRow> = (0..batch).map(|_| row(&mut rng)).collect();
-                    let t0 = Instant::now();
-                    match db.write(&rows).await {
-                        Ok(()) => stats.rows += rows.len() as u64,
-                        Err(e) => {
-                            if stats.errors == 0 {
-                                eprintln!("raw write failed: {e}");
-                            }
-                            stats.errors += 1
+    stats::drive(clients, duration, |mut rng, deadline| {
+        let db = db.clone();
+        async move {
+            let mut stats = Stats::default();
+            while Instant::now() < deadline {
+                let rows: Vec<RawRow> = (0..batch).map(|_| row(&mut rng)).collect();
+                let t0 = Instant::now();
+                match db.write(&rows).await {
+                    Ok(()) => stats.rows += rows.len() as u64,
+                    Err(e) => {
+                        if stats.errors == 0 {
+                            eprintln!("raw write failed: {e}");
                         }
+                        stats.errors += 1
                     }
-                    stats.requests += 1;
-                    stats.latencies_us.push(t0.elapsed().as_micros() as u64);
                 }
-                stats
-            })
-        })
-        .collect();
-    let mut total = Stats::default();
-    for t in tasks {
-        if let Ok(s) = t.await {
-            total.merge(s);
+                stats.requests += 1;
+                stats.latencies_us.push(t0.elapsed().as_micros() as u64);
+            }
+            stats
         }
-    }
-    total.elapsed = started.elapsed();
-    total
+    })
+    .await
 }

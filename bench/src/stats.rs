@@ -1,6 +1,9 @@
 //! Throughput and latency of one measured run.
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::workload::Rng;
 
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -34,4 +37,32 @@ impl Stats {
         let idx = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
         self.latencies_us[idx] as f64 / 1_000.0
     }
+}
+
+/// Runs `clients` tasks until `duration` has passed and merges their
+/// figures. Task `c` gets its own seeded generator and the deadline; the
+/// HTTP load and the raw SQL baseline share this driver, so both are timed
+/// the same way.
+pub async fn drive<F, Fut>(clients: usize, duration: Duration, task: F) -> Stats
+where
+    F: Fn(Rng, Instant) -> Fut,
+    Fut: Future<Output = Stats> + Send + 'static,
+{
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    let started = Instant::now();
+    let deadline = started + duration;
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| tokio::spawn(task(Rng::new(seed ^ ((c as u64 + 1) << 32)), deadline)))
+        .collect();
+    let mut total = Stats::default();
+    for t in tasks {
+        if let Ok(s) = t.await {
+            total.merge(s);
+        }
+    }
+    total.elapsed = started.elapsed();
+    total
 }
