@@ -61,6 +61,15 @@ pub struct ServeArgs {
     #[arg(long, env = "TALLY_POOL_SIZE", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=1_000))]
     pub pool_size: u32,
+    /// Milliseconds between sweeps that release expired holds.
+    #[arg(long, env = "TALLY_HOLD_SWEEP_MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub hold_sweep_ms: u64,
+    /// Milliseconds between rounds of the usage-summaries projector, which
+    /// folds new entries of every tenant into `GET …/usage`.
+    #[arg(long, env = "TALLY_USAGE_INTERVAL_MS", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub usage_interval_ms: u64,
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,10 +9,11 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use tally_api::cli::{Cli, Command, KeysCommand, ProjectionsCommand, ServeArgs};
 use tally_api::server::{serve, AppState};
+use tally_ledger::expiry::run_hold_expiry;
 use tally_ledger::keys::{format_scopes, generate_secret, hash_secret, parse_scopes};
 use tally_ledger::names::check_tenant;
-use tally_ledger::store::Storage;
-use tally_ledger::verify::verify_tenant;
+use tally_ledger::store::{run_usage_projector, Storage};
+use tally_ledger::verify::{verify_tenant, verify_usage};
 use tally_ledger::writer::WriterConfig;
 
 // The write path allocates many small strings per entry; mimalloc measured
@@ -70,6 +71,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     secs,
                     entries as f64 / secs.max(1e-9)
                 );
+                let started = Instant::now();
+                let (entries, rows) = storage.rebuild_usage(&tenant).await?;
+                let secs = started.elapsed().as_secs_f64();
+                println!(
+                    "tenant {tenant}: {rows} usage summary rows rebuilt from {entries} entries in {:.3} s ({:.0} entries/s)",
+                    secs,
+                    entries as f64 / secs.max(1e-9)
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -102,6 +111,10 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Scripts and tests read the bound address (port 0 picks one) from stdout.
     println!("tally listening on http://{addr}");
     std::io::stdout().flush()?;
+    tokio::spawn(run_usage_projector(
+        storage.clone(),
+        std::time::Duration::from_millis(args.usage_interval_ms),
+    ));
     let state = AppState::new(
         storage,
         WriterConfig {
@@ -110,6 +123,10 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             linger: std::time::Duration::from_millis(args.linger_ms),
         },
     );
+    tokio::spawn(run_hold_expiry(
+        state.writers.clone(),
+        std::time::Duration::from_millis(args.hold_sweep_ms),
+    ));
     serve(listener, state, shutdown_signal()).await?;
     tracing::info!("tally stopped");
     Ok(ExitCode::SUCCESS)
@@ -178,6 +195,17 @@ async fn verify_command(url: &str) -> anyhow::Result<ExitCode> {
                     started.elapsed().as_secs_f64()
                 );
             }
+            Err(broken) => {
+                println!("BROKEN {broken}");
+                eprintln!("tally verify: FAILED: {broken}");
+                return Ok(ExitCode::from(1));
+            }
+        }
+        match verify_usage(&storage, tenant).await? {
+            Ok(usage) => println!(
+                "tenant {tenant}: {} usage summary rows equal a fresh fold of the log up to seq {}",
+                usage.rows, usage.checkpoint
+            ),
             Err(broken) => {
                 println!("BROKEN {broken}");
                 eprintln!("tally verify: FAILED: {broken}");

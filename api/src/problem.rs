@@ -298,6 +298,27 @@ pub fn answer(decision: Decision) -> Answer {
             )
             .answer()
         }
+        Decision::Refused(Refusal::NotFound { field, id }) => Problem::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "Not found",
+            format!("{field} {id:?} names nothing in this ledger"),
+        )
+        .with("field", json!(field))
+        .answer(),
+        Decision::Refused(Refusal::Invalid { field, message }) => {
+            invalid(&ValidationErrors::single(field, message)).answer()
+        }
+        Decision::Refused(Refusal::HoldAlreadyClosed) => Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "hold_not_open",
+            "Hold not open",
+            "the hold was already captured or released".into(),
+        )
+        .answer(),
+        Decision::Unchanged(_) => {
+            ApiError::Internal("a settings decision reached a money endpoint".into()).answer()
+        }
         Decision::Refused(Refusal::BalanceOverflow { account }) => {
             invalid(&ValidationErrors::single(
                 "amount",

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use crate::auth::KeyCache;
 use crate::body::{MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
 use crate::problem::ApiError;
-use crate::routes::{balances, batch, entries, health, intents};
+use crate::routes::{accounts, balances, batch, entries, health, holds, intents, rules, usage};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -37,9 +37,21 @@ pub fn router(state: AppState) -> Router {
             "/v1/batch",
             post(batch::post_batch).layer(DefaultBodyLimit::max(MAX_BATCH_BODY_BYTES)),
         )
+        .route("/v1/holds", post(holds::post_hold))
+        .route("/v1/holds/{hold_id}", get(holds::get_hold))
+        .route("/v1/holds/{hold_id}/capture", post(holds::post_capture))
+        .route("/v1/holds/{hold_id}/release", post(holds::post_release))
+        .route("/v1/refunds", post(rules::post_refund))
+        .route("/v1/reversals", post(rules::post_reversal))
+        .route("/v1/adjustments", post(rules::post_adjustment))
+        .route(
+            "/v1/accounts/{account}",
+            get(accounts::get_account).put(accounts::put_account),
+        )
         .route("/v1/entries", get(entries::list_entries))
         .route("/v1/entries/{id}", get(entries::get_entry))
         .route("/v1/accounts/{account}/balance", get(balances::get_balance))
+        .route("/v1/accounts/{account}/usage", get(usage::get_usage))
         .route("/healthz", get(health::healthz))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -1,11 +1,12 @@
 //! Reading a balance, now or as of a past seq.
 
 use serde::Serialize;
-use tally_projections::{AccountBalance, BalanceProjection};
+use tally_projections::AccountBalance;
 
 use crate::amount::canonical;
 use crate::fields::ValidationErrors;
-use crate::store::{fold_into, Storage};
+use crate::fold::LogFold;
+use crate::store::Storage;
 use crate::LedgerError;
 
 /// The body of `GET /v1/accounts/{account}/balance`.
@@ -70,13 +71,14 @@ pub async fn read_balance(
             format!("is beyond the ledger head (seq {head_seq})"),
         )));
     }
-    let mut projection = BalanceProjection::new();
+    let mut log = LogFold::new();
     for entry in storage.postings_until(tenant, account, seq).await? {
         if entry.unit == row.unit {
-            fold_into(&mut projection, &entry)?;
+            log.apply(&entry)?;
         }
     }
-    let balance = projection
+    let balance = log
+        .balances
         .get(account, &row.unit)
         .cloned()
         .unwrap_or_default();

@@ -1,37 +1,91 @@
 //! Where an entry is decided.
 //!
 //! The storage engine loads, under the tenant's head lock, everything a group
-//! of intents can depend on (the head, entries already holding their keys,
-//! the balances and units of the accounts they touch) into a [`GroupState`];
-//! [`decide_group`] then decides every intent in order, in memory, and says
-//! what to write. No I/O happens here, so the rules are the same on every
-//! engine and can be tested without a database.
+//! of intents can depend on (the head, entries already holding their keys or
+//! referenced by them, the balances and units of the accounts they touch,
+//! the rule state — settings, holds, refunded totals, reversals) into a
+//! [`GroupState`]; [`decide_group`] then decides every intent in order, in
+//! memory, and says what to write. No I/O happens here, so the rules are the
+//! same on every engine and can be tested without a database.
+//!
+//! Each intent becomes a [`Plan`] (which accounts, which amount, which rule
+//! rejects it), then the plan is appended to the chain: a posted entry
+//! applies its effects, a rejected one is stored with its reason and moves
+//! nothing.
 
 use std::collections::{BTreeSet, HashMap};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
+use rust_decimal::Decimal;
 use tally_projections::{AccountBalance, BalanceProjection, Posting};
 
+use crate::amount::canonical;
 use crate::chain::{entry_hash, Head};
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::fingerprint::differing_fields;
-use crate::intent::{EntryKind, Intent};
-use crate::names::is_system_account;
+use crate::intent::{Action, Direction, EntryKind, Intent};
+use crate::names::{is_system_account, ADJUSTMENTS_ACCOUNT, HOLDS_ACCOUNT};
+use crate::state::{AccountSettings, HoldRecord, HoldStatus, StateKey, StateValue};
+
+/// Farthest in the future a hold may expire.
+pub const MAX_HOLD_HORIZON_DAYS: i64 = 366;
 
 /// What the engine loaded for one group, inside its transaction.
 #[derive(Debug, Clone)]
 pub struct GroupState {
     pub tenant_id: String,
     pub head: Head,
-    /// Entries already holding one of the group's keys.
+    /// Entries already holding one of the group's keys, or one its intents
+    /// refer to by key (the payment of a refund).
     pub existing: HashMap<(EntryKind, String), StoredEntry>,
+    /// Entries referred to by id (the target of a reversal).
+    pub by_id: HashMap<String, StoredEntry>,
     /// Stored balances of every account the group touches.
     pub balances: BalanceProjection,
     /// The fixed unit of each touched customer account that has one.
     pub account_units: HashMap<String, String>,
+    /// Rule state the group's intents refer to.
+    pub records: HashMap<StateKey, StateValue>,
 }
 
-/// Why an intent was refused without being stored.
+impl GroupState {
+    pub fn new(tenant_id: &str, head: Head) -> Self {
+        Self {
+            tenant_id: tenant_id.to_owned(),
+            head,
+            existing: HashMap::new(),
+            by_id: HashMap::new(),
+            balances: BalanceProjection::new(),
+            account_units: HashMap::new(),
+            records: HashMap::new(),
+        }
+    }
+
+    fn settings(&self, account: &str) -> Option<&AccountSettings> {
+        match self.records.get(&StateKey::Account(account.to_owned())) {
+            Some(StateValue::Account(a)) => Some(a),
+            _ => None,
+        }
+    }
+
+    fn hold(&self, hold_id: &str) -> Option<&HoldRecord> {
+        match self.records.get(&StateKey::Hold(hold_id.to_owned())) {
+            Some(StateValue::Hold(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    fn balance(&self, account: &str, unit: &str) -> AccountBalance {
+        self.balances
+            .get(account, unit)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// Why an intent was refused without being stored. Each is final for the
+/// request as sent (it depends on nothing that can change) or, for
+/// `NotFound`, resolves itself once the referenced object exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// `field` names an account whose unit is already `existing_unit`.
@@ -42,6 +96,15 @@ pub enum Refusal {
     },
     /// A balance would exceed what an exact decimal can hold.
     BalanceOverflow { account: String },
+    /// The hold, payment or entry `field` names does not exist.
+    NotFound { field: &'static str, id: String },
+    /// The request cannot apply to what it names.
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+    /// The server's release of an expired hold found it already closed.
+    HoldAlreadyClosed,
 }
 
 /// The answer to one intent.
@@ -58,6 +121,8 @@ pub enum Decision {
     },
     /// Refused before reaching the log; nothing is stored.
     Refused(Refusal),
+    /// Account settings already as requested; nothing is stored.
+    Unchanged(AccountSettings),
 }
 
 /// What the engine must write for a group.
@@ -67,6 +132,8 @@ pub struct GroupOutcome {
     pub new_entries: Vec<StoredEntry>,
     /// (account, unit) of every balance that changed.
     pub touched: BTreeSet<(String, String)>,
+    /// Every rule-state record that changed.
+    pub touched_records: BTreeSet<StateKey>,
 }
 
 impl GroupOutcome {
@@ -87,6 +154,17 @@ impl GroupOutcome {
             })
             .collect()
     }
+
+    /// The changed rule-state records, ready to be written.
+    pub fn changed_records<'a>(
+        &'a self,
+        state: &'a GroupState,
+    ) -> Vec<(&'a StateKey, &'a StateValue)> {
+        self.touched_records
+            .iter()
+            .filter_map(|k| state.records.get(k).map(|v| (k, v)))
+            .collect()
+    }
 }
 
 /// The answer to an intent whose key already holds `existing`: a replay of
@@ -105,8 +183,9 @@ pub fn decide_existing(existing: &StoredEntry, intent: &Intent) -> Decision {
 }
 
 /// Decides `intents` in order against `state`, advancing `state` as it goes
-/// (a later intent of the group sees the entries and balances of the earlier
-/// ones, so the same key twice in one group is a replay, not a double post).
+/// (a later intent of the group sees the entries, balances and records of
+/// the earlier ones, so the same key twice in one group is a replay, not a
+/// double post, and a capture sees the hold created just before it).
 pub fn decide_group(
     state: &mut GroupState,
     intents: &[&Intent],
@@ -121,6 +200,79 @@ pub fn decide_group(
     out
 }
 
+/// A stored rejection: the rule's code and a message for humans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rejection {
+    code: &'static str,
+    message: String,
+}
+
+/// A change of rule state, applied when the entry is appended.
+#[derive(Debug, Clone)]
+enum RecordChange {
+    /// Settings of an account, with the version they become.
+    Settings(crate::intent::SettingsChange, i64),
+    OpenHold(HoldRecord),
+    CloseHold(String, HoldStatus),
+    AddRefunded(String, Decimal),
+    Reversed(String),
+}
+
+/// What an intent would append.
+#[derive(Debug, Clone)]
+struct Plan {
+    upstream_id: String,
+    account: String,
+    debit_account: String,
+    credit_account: String,
+    amount: Decimal,
+    unit: String,
+    /// Moves `amount` from debit to credit when posted.
+    moves_money: bool,
+    /// Change of `held` on `account` when posted.
+    held_delta: Decimal,
+    /// Whether the debited customer account must stay above its floor.
+    checks_floor: bool,
+    /// Decided by a rule before any balance is looked at.
+    rejection: Option<Rejection>,
+    /// Applied when posted.
+    on_posted: Vec<RecordChange>,
+    /// Applied when rejected (a rejected hold is remembered as such).
+    on_rejected: Vec<RecordChange>,
+}
+
+impl Plan {
+    fn new(
+        intent: &Intent,
+        account: &str,
+        debit: &str,
+        credit: &str,
+        amount: Decimal,
+        unit: &str,
+    ) -> Plan {
+        Plan {
+            upstream_id: intent.upstream_id.clone(),
+            account: account.to_owned(),
+            debit_account: debit.to_owned(),
+            credit_account: credit.to_owned(),
+            amount,
+            unit: unit.to_owned(),
+            moves_money: true,
+            held_delta: Decimal::ZERO,
+            checks_floor: false,
+            rejection: None,
+            on_posted: Vec::new(),
+            on_rejected: Vec::new(),
+        }
+    }
+
+    fn reject(&mut self, code: &'static str, message: String) {
+        if self.rejection.is_none() {
+            self.rejection = Some(Rejection { code, message });
+        }
+    }
+}
+
 fn decide_one(
     state: &mut GroupState,
     intent: &Intent,
@@ -129,77 +281,532 @@ fn decide_one(
     out: &mut GroupOutcome,
 ) -> Decision {
     let key = (intent.kind, intent.upstream_id.clone());
-    if let Some(existing) = state.existing.get(&key) {
-        return decide_existing(existing, intent);
-    }
-
-    for account in [&intent.debit_account, &intent.credit_account] {
-        if is_system_account(account) {
-            continue;
+    if intent.kind != EntryKind::AccountSettings {
+        if let Some(existing) = state.existing.get(&key) {
+            return decide_existing(existing, intent);
         }
-        if let Some(unit) = state.account_units.get(account.as_str()) {
-            if unit != &intent.unit {
-                // The side that is not the customer is the request's counter_account.
-                let field = if account == &intent.account {
-                    "account"
-                } else {
-                    "counter_account"
-                };
-                return Decision::Refused(Refusal::UnitMismatch {
-                    field,
-                    account: account.clone(),
-                    existing_unit: unit.clone(),
-                });
+    }
+    if let Action::Settings(change) = &intent.action {
+        if let Some(c) = state.settings(&change.account) {
+            if c.unit == change.unit
+                && c.overdraft == change.overdraft
+                && c.metadata == change.metadata
+            {
+                return Decision::Unchanged(c.clone());
             }
         }
     }
-
-    // Ledger rules that store a rejection (overdraft limits, holds) plug in
-    // here; debits and payments have none until accounts carry settings.
-    let status = EntryStatus::Posted;
-
-    if status == EntryStatus::Posted {
-        let posting = Posting {
-            debit_account: &intent.debit_account,
-            credit_account: &intent.credit_account,
-            amount: intent.amount,
-            unit: &intent.unit,
-        };
-        if let Err(overflow) = state.balances.apply(&posting) {
-            return Decision::Refused(Refusal::BalanceOverflow {
-                account: overflow.account,
-            });
+    let mut plan = match plan(state, intent, now) {
+        Ok(plan) => plan,
+        Err(refusal) => return Decision::Refused(refusal),
+    };
+    for (field, account) in [
+        ("account", &plan.debit_account),
+        ("account", &plan.credit_account),
+    ] {
+        if let Err(refusal) = check_unit(state, intent, field, account, &plan.unit) {
+            return Decision::Refused(refusal);
         }
-        for account in [&intent.debit_account, &intent.credit_account] {
-            out.touched.insert((account.clone(), intent.unit.clone()));
+    }
+    if plan.rejection.is_none() && plan.checks_floor {
+        check_floor(state, &mut plan);
+    }
+    append(state, intent, plan, now, new_entry_id, out)
+}
+
+/// An account's unit is fixed by its first entry (or its settings).
+fn check_unit(
+    state: &GroupState,
+    intent: &Intent,
+    _field: &'static str,
+    account: &str,
+    unit: &str,
+) -> Result<(), Refusal> {
+    if is_system_account(account) {
+        return Ok(());
+    }
+    match state.account_units.get(account) {
+        Some(existing) if existing != unit => {
+            // Name the request field that carries the account.
+            let field = match &intent.action {
+                Action::Transfer(t) if account != t.account => "counter_account",
+                Action::Hold(h) if account != h.account => "counter_account",
+                Action::Settings(_) => "unit",
+                Action::Capture { .. } | Action::Release { .. } => "hold_id",
+                Action::Refund { .. } => "payment_id",
+                Action::Reversal { .. } => "entry_id",
+                _ => "account",
+            };
+            Err(Refusal::UnitMismatch {
+                field,
+                account: account.to_owned(),
+                existing_unit: existing.clone(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Rejects the plan when the debited customer account would fall below its
+/// overdraft floor. Balances are read from `state`, which already holds
+/// every earlier entry of the group: two racing debits are decided one after
+/// the other, never both against the same balance.
+fn check_floor(state: &GroupState, plan: &mut Plan) {
+    let account = if plan.held_delta > Decimal::ZERO {
+        &plan.account
+    } else {
+        &plan.debit_account
+    };
+    if is_system_account(account) {
+        return;
+    }
+    let Some(floor) = state.settings(account).and_then(|s| s.overdraft.floor()) else {
+        return;
+    };
+    let balance = state.balance(account, &plan.unit);
+    let taken = if plan.held_delta > Decimal::ZERO {
+        plan.held_delta
+    } else {
+        plan.amount
+    };
+    let available = balance.available();
+    let after = available.checked_sub(taken);
+    if after.is_none_or(|after| after < floor) {
+        let message = format!(
+            "available balance of {account} is {} {}; taking {} would leave {}, below the floor of {}",
+            canonical(available),
+            plan.unit,
+            canonical(taken),
+            after.map(canonical).unwrap_or_else(|| "less".into()),
+            canonical(floor)
+        );
+        plan.reject("insufficient_funds", message);
+    }
+}
+
+/// Turns an intent into what it would append, or the decision that it
+/// appends nothing.
+fn plan(state: &GroupState, intent: &Intent, now: DateTime<Utc>) -> Result<Plan, Refusal> {
+    let refuse = |r: Refusal| Err(r);
+    match &intent.action {
+        Action::Transfer(t) => {
+            let mut p = Plan::new(
+                intent,
+                &t.account,
+                &t.debit_account,
+                &t.credit_account,
+                t.amount,
+                &t.unit,
+            );
+            p.checks_floor = true;
+            Ok(p)
+        }
+        Action::Settings(change) => {
+            let current = state.settings(&change.account);
+            let version = current.map_or(1, |c| c.version + 1);
+            let mut p = Plan::new(
+                intent,
+                &change.account,
+                &change.account,
+                &change.account,
+                Decimal::ZERO,
+                &change.unit,
+            );
+            p.upstream_id = format!("{}#{version}", change.account);
+            p.moves_money = false;
+            p.on_posted
+                .push(RecordChange::Settings(change.clone(), version));
+            Ok(p)
+        }
+        Action::Hold(h) => {
+            let expires_at = h.expiry.resolve(now);
+            if expires_at <= now {
+                return refuse(Refusal::Invalid {
+                    field: "expires_at",
+                    message: "is not in the future".into(),
+                });
+            }
+            if expires_at > now + Duration::days(MAX_HOLD_HORIZON_DAYS) {
+                return refuse(Refusal::Invalid {
+                    field: "expires_at",
+                    message: format!("must be within {MAX_HOLD_HORIZON_DAYS} days"),
+                });
+            }
+            let mut p = Plan::new(
+                intent,
+                &h.account,
+                &h.account,
+                HOLDS_ACCOUNT,
+                h.amount,
+                &h.unit,
+            );
+            p.moves_money = false;
+            p.held_delta = h.amount;
+            p.checks_floor = true;
+            let record = HoldRecord {
+                hold_id: intent.upstream_id.clone(),
+                account: h.account.clone(),
+                unit: h.unit.clone(),
+                amount: h.amount,
+                counter_account: h.counter_account.clone(),
+                expires_at,
+                status: HoldStatus::Open,
+                entry_id: String::new(),
+                closed_by: None,
+            };
+            p.on_rejected.push(RecordChange::OpenHold(HoldRecord {
+                status: HoldStatus::Rejected,
+                ..record.clone()
+            }));
+            p.on_posted.push(RecordChange::OpenHold(record));
+            Ok(p)
+        }
+        Action::Capture { hold_id, amount } => {
+            let Some(hold) = state.hold(hold_id) else {
+                return refuse(Refusal::NotFound {
+                    field: "hold_id",
+                    id: hold_id.clone(),
+                });
+            };
+            if *amount > hold.amount {
+                return refuse(Refusal::Invalid {
+                    field: "amount",
+                    message: format!(
+                        "exceeds the held amount {} {}",
+                        canonical(hold.amount),
+                        hold.unit
+                    ),
+                });
+            }
+            let mut p = Plan::new(
+                intent,
+                &hold.account,
+                &hold.account,
+                &hold.counter_account,
+                *amount,
+                &hold.unit,
+            );
+            reject_unless_open(&mut p, hold, now);
+            p.held_delta = -hold.amount;
+            p.on_posted.push(RecordChange::CloseHold(
+                hold_id.clone(),
+                HoldStatus::Captured,
+            ));
+            Ok(p)
+        }
+        Action::Release { hold_id, expiry } => {
+            let Some(hold) = state.hold(hold_id) else {
+                return refuse(Refusal::NotFound {
+                    field: "hold_id",
+                    id: hold_id.clone(),
+                });
+            };
+            if *expiry && hold.status != HoldStatus::Open {
+                return refuse(Refusal::HoldAlreadyClosed);
+            }
+            let mut p = Plan::new(
+                intent,
+                &hold.account,
+                &hold.account,
+                HOLDS_ACCOUNT,
+                hold.amount,
+                &hold.unit,
+            );
+            p.moves_money = false;
+            if hold.status != HoldStatus::Open {
+                p.reject(
+                    "hold_not_open",
+                    format!("hold {hold_id} is {}", hold.status.as_str()),
+                );
+            }
+            p.held_delta = -hold.amount;
+            let closed = if *expiry {
+                HoldStatus::Expired
+            } else {
+                HoldStatus::Released
+            };
+            p.on_posted
+                .push(RecordChange::CloseHold(hold_id.clone(), closed));
+            Ok(p)
+        }
+        Action::Refund { payment_id, amount } => {
+            let Some(payment) = state
+                .existing
+                .get(&(EntryKind::Payment, payment_id.clone()))
+            else {
+                return refuse(Refusal::NotFound {
+                    field: "payment_id",
+                    id: payment_id.clone(),
+                });
+            };
+            let mut p = Plan::new(
+                intent,
+                &payment.account,
+                &payment.credit_account,
+                &payment.debit_account,
+                *amount,
+                &payment.unit,
+            );
+            p.checks_floor = true;
+            let refunded = match state.records.get(&StateKey::Refunded(payment_id.clone())) {
+                Some(StateValue::Refunded(d)) => *d,
+                _ => Decimal::ZERO,
+            };
+            let reversed = state
+                .records
+                .contains_key(&StateKey::Reversal(payment.id.clone()));
+            let refundable = if payment.status == EntryStatus::Posted && !reversed {
+                payment.amount
+            } else {
+                Decimal::ZERO
+            };
+            if refunded
+                .checked_add(*amount)
+                .is_none_or(|total| total > refundable)
+            {
+                p.reject(
+                    "refund_exceeds_payment",
+                    format!(
+                        "payment {payment_id} can be refunded {} {} in total ({} already refunded{}); {} more is too much",
+                        canonical(refundable),
+                        payment.unit,
+                        canonical(refunded),
+                        if reversed { ", payment reversed" } else { "" },
+                        canonical(*amount)
+                    ),
+                );
+            }
+            p.on_posted
+                .push(RecordChange::AddRefunded(payment_id.clone(), *amount));
+            Ok(p)
+        }
+        Action::Reversal { entry_id } => {
+            let Some(target) = state.by_id.get(entry_id) else {
+                return refuse(Refusal::NotFound {
+                    field: "entry_id",
+                    id: entry_id.clone(),
+                });
+            };
+            let reversible = matches!(
+                target.kind,
+                EntryKind::UsageDebit
+                    | EntryKind::Payment
+                    | EntryKind::Refund
+                    | EntryKind::Adjustment
+                    | EntryKind::HoldCapture
+            );
+            if !reversible || target.status != EntryStatus::Posted {
+                let why = if target.status != EntryStatus::Posted {
+                    "is a rejected entry; it moved no money".to_owned()
+                } else {
+                    format!(
+                        "names a {} entry, which cannot be reversed",
+                        target.kind.as_str()
+                    )
+                };
+                return refuse(Refusal::Invalid {
+                    field: "entry_id",
+                    message: why,
+                });
+            }
+            let mut p = Plan::new(
+                intent,
+                &target.account,
+                &target.credit_account,
+                &target.debit_account,
+                target.amount,
+                &target.unit,
+            );
+            if let Some(StateValue::ReversedBy(by)) =
+                state.records.get(&StateKey::Reversal(entry_id.clone()))
+            {
+                p.reject(
+                    "already_reversed",
+                    format!("entry {entry_id} was already reversed by {by}"),
+                );
+            }
+            p.on_posted.push(RecordChange::Reversed(entry_id.clone()));
+            Ok(p)
+        }
+        Action::Adjustment(a) => {
+            let unit = match (&a.unit, state.account_units.get(&a.account)) {
+                (Some(u), _) => u.clone(),
+                (None, Some(u)) => u.clone(),
+                (None, None) => {
+                    return refuse(Refusal::Invalid {
+                        field: "unit",
+                        message: format!("is required: account {} has no unit yet", a.account),
+                    })
+                }
+            };
+            let (debit, credit) = match a.direction {
+                Direction::Credit => (ADJUSTMENTS_ACCOUNT, a.account.as_str()),
+                Direction::Debit => (a.account.as_str(), ADJUSTMENTS_ACCOUNT),
+            };
+            Ok(Plan::new(
+                intent, &a.account, debit, credit, a.amount, &unit,
+            ))
+        }
+    }
+}
+
+/// A capture needs an open hold whose time has not run out.
+fn reject_unless_open(p: &mut Plan, hold: &HoldRecord, now: DateTime<Utc>) {
+    if hold.status != HoldStatus::Open {
+        p.reject(
+            "hold_not_open",
+            format!("hold {} is {}", hold.hold_id, hold.status.as_str()),
+        );
+    } else if now >= hold.expires_at {
+        p.reject(
+            "hold_expired",
+            format!(
+                "hold {} expired at {}",
+                hold.hold_id,
+                crate::entry::format_recorded_at(&hold.expires_at)
+            ),
+        );
+    }
+}
+
+/// Appends the plan to the chain: applies its effects if it is posted,
+/// stores it with its reason if a rule rejected it.
+fn append(
+    state: &mut GroupState,
+    intent: &Intent,
+    plan: Plan,
+    now: DateTime<Utc>,
+    new_entry_id: &mut impl FnMut() -> String,
+    out: &mut GroupOutcome,
+) -> Decision {
+    let id = new_entry_id();
+    let status = if plan.rejection.is_some() {
+        EntryStatus::Rejected
+    } else {
+        EntryStatus::Posted
+    };
+    if status == EntryStatus::Posted {
+        // `apply` changes nothing when it overflows. A plan either moves
+        // money or raises `held` (a hold), never both; a capture's negative
+        // held change cannot overflow. So a refusal here leaves no trace.
+        if plan.moves_money {
+            let posting = Posting {
+                debit_account: &plan.debit_account,
+                credit_account: &plan.credit_account,
+                amount: plan.amount,
+                unit: &plan.unit,
+            };
+            if let Err(overflow) = state.balances.apply(&posting) {
+                return Decision::Refused(Refusal::BalanceOverflow {
+                    account: overflow.account,
+                });
+            }
+        }
+        if !plan.held_delta.is_zero() {
+            if let Err(overflow) =
+                state
+                    .balances
+                    .add_held(&plan.account, &plan.unit, plan.held_delta)
+            {
+                return Decision::Refused(Refusal::BalanceOverflow {
+                    account: overflow.account,
+                });
+            }
+        }
+        for account in [&plan.debit_account, &plan.credit_account, &plan.account] {
+            if account == HOLDS_ACCOUNT {
+                continue;
+            }
+            state.balances.touch(account, &plan.unit);
+            out.touched.insert((account.clone(), plan.unit.clone()));
             if !is_system_account(account) {
                 state
                     .account_units
                     .entry(account.clone())
-                    .or_insert_with(|| intent.unit.clone());
+                    .or_insert_with(|| plan.unit.clone());
             }
         }
+    }
+    let entry_seq = state.head.seq + 1;
+    let changes = if status == EntryStatus::Posted {
+        &plan.on_posted
+    } else {
+        &plan.on_rejected
+    };
+    for change in changes {
+        let (key, value) = match change {
+            RecordChange::Settings(c, version) => (
+                StateKey::Account(c.account.clone()),
+                StateValue::Account(AccountSettings {
+                    unit: c.unit.clone(),
+                    overdraft: c.overdraft,
+                    metadata: c.metadata.clone(),
+                    version: *version,
+                    entry_id: id.clone(),
+                    seq: entry_seq,
+                }),
+            ),
+            RecordChange::OpenHold(h) => (
+                StateKey::Hold(h.hold_id.clone()),
+                StateValue::Hold(HoldRecord {
+                    entry_id: id.clone(),
+                    ..h.clone()
+                }),
+            ),
+            RecordChange::CloseHold(hold_id, status) => {
+                let Some(hold) = state.hold(hold_id) else {
+                    continue;
+                };
+                (
+                    StateKey::Hold(hold_id.clone()),
+                    StateValue::Hold(HoldRecord {
+                        status: *status,
+                        closed_by: Some(id.clone()),
+                        ..hold.clone()
+                    }),
+                )
+            }
+            RecordChange::AddRefunded(payment_id, amount) => {
+                let key = StateKey::Refunded(payment_id.clone());
+                let before = match state.records.get(&key) {
+                    Some(StateValue::Refunded(d)) => *d,
+                    _ => Decimal::ZERO,
+                };
+                // The rule above proved the sum stays within the payment.
+                (key, StateValue::Refunded(before.saturating_add(*amount)))
+            }
+            RecordChange::Reversed(entry_id) => (
+                StateKey::Reversal(entry_id.clone()),
+                StateValue::ReversedBy(id.clone()),
+            ),
+        };
+        out.touched_records.insert(key.clone());
+        state.records.insert(key, value);
     }
 
     let balance_after = state
         .balances
-        .get(&intent.account, &intent.unit)
+        .get(&plan.account, &plan.unit)
         .map(AccountBalance::posted)
         .unwrap_or_default();
+    let (rejection_code, rejection_message) = match plan.rejection {
+        Some(r) => (Some(r.code.to_owned()), Some(r.message)),
+        None => (None, None),
+    };
     let mut entry = StoredEntry {
         tenant_id: state.tenant_id.clone(),
-        seq: state.head.seq + 1,
-        id: new_entry_id(),
+        seq: entry_seq,
+        id,
         kind: intent.kind,
-        upstream_id: intent.upstream_id.clone(),
+        upstream_id: plan.upstream_id,
         status,
-        rejection_code: None,
-        rejection_message: None,
-        account: intent.account.clone(),
-        debit_account: intent.debit_account.clone(),
-        credit_account: intent.credit_account.clone(),
-        amount: intent.amount,
-        unit: intent.unit.clone(),
+        rejection_code,
+        rejection_message,
+        account: plan.account,
+        debit_account: plan.debit_account,
+        credit_account: plan.credit_account,
+        amount: plan.amount,
+        unit: plan.unit,
         params: intent.params.clone(),
         fingerprint: intent.fingerprint.to_string(),
         recorded_at: now,
@@ -213,9 +820,12 @@ fn decide_one(
         seq: entry.seq,
         hash,
     };
-    // Later intents of the group must see this key: keep it as existing.
+    // Later intents of the group must see this key and this id.
     out.new_entries.push(entry.clone());
-    state.existing.insert(key, entry.clone());
+    state
+        .existing
+        .insert((entry.kind, entry.upstream_id.clone()), entry.clone());
+    state.by_id.insert(entry.id.clone(), entry.clone());
     Decision::Created(entry)
 }
 
@@ -236,13 +846,7 @@ mod tests {
     }
 
     fn empty_state() -> GroupState {
-        GroupState {
-            tenant_id: "t".into(),
-            head: Head::EMPTY,
-            existing: HashMap::new(),
-            balances: BalanceProjection::new(),
-            account_units: HashMap::new(),
-        }
+        GroupState::new("t", Head::EMPTY)
     }
 
     fn ids() -> impl FnMut() -> String {

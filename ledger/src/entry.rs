@@ -97,12 +97,46 @@ pub struct EntryView {
     pub prev_hash: String,
     pub hash: String,
     pub balance_after: String,
+    /// The request fields of the later kinds (`hold_id`, `payment_id`,
+    /// `entry_id`, `reason`, `direction`, `overdraft`, `expires_at`, …),
+    /// under their request names; absent for debits and payments.
+    #[serde(flatten)]
+    pub details: Map<String, Value>,
+    /// Set by reads (not by writes or replays) once the entry is reversed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reversed_by: Option<String>,
 }
+
+/// Request fields shown as `details` of an entry view.
+const DETAIL_FIELDS: [&str; 9] = [
+    "hold_id",
+    "expires_at",
+    "ttl_seconds",
+    "counter_account",
+    "payment_id",
+    "entry_id",
+    "reason",
+    "direction",
+    "overdraft",
+];
 
 impl StoredEntry {
     pub fn view(&self) -> EntryView {
         let params: Map<String, Value> = serde_json::from_str(&self.params).unwrap_or_default();
         let text = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_owned);
+        let mut details = Map::new();
+        if !matches!(self.kind, EntryKind::UsageDebit | EntryKind::Payment) {
+            for field in DETAIL_FIELDS {
+                if let Some(v) = params.get(field) {
+                    details.insert(field.to_owned(), v.clone());
+                }
+            }
+            // A hold asked for a time to live: show the instant it became.
+            if let Some(ttl) = params.get("ttl_seconds").and_then(Value::as_i64) {
+                let at = crate::intent::HoldExpiry::Ttl(ttl).resolve(self.recorded_at);
+                details.insert("expires_at".into(), Value::String(format_recorded_at(&at)));
+            }
+        }
         EntryView {
             id: self.id.clone(),
             seq: self.seq,
@@ -128,6 +162,8 @@ impl StoredEntry {
             prev_hash: self.prev_hash.clone(),
             hash: self.hash.clone(),
             balance_after: canonical(self.balance_after),
+            details,
+            reversed_by: None,
         }
     }
 }

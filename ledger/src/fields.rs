@@ -218,6 +218,47 @@ impl Fields {
         }
     }
 
+    /// An optional raw value, for fields with a shape of their own
+    /// (e.g. `overdraft`, a string or an object).
+    pub fn optional_value(&mut self, field: &str) -> Option<Value> {
+        self.take(field)
+    }
+
+    /// An optional integer within `min..=max`.
+    pub fn optional_int(&mut self, field: &str, min: i64, max: i64) -> Option<Option<i64>> {
+        match self.take(field) {
+            None => Some(None),
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(i) if (min..=max).contains(&i) => Some(Some(i)),
+                _ => {
+                    self.error(field, format!("must be an integer from {min} to {max}"));
+                    None
+                }
+            },
+            Some(_) => {
+                self.error(field, format!("must be an integer from {min} to {max}"));
+                None
+            }
+        }
+    }
+
+    /// A required string that must be one of `choices`.
+    pub fn required_choice(
+        &mut self,
+        field: &str,
+        choices: &[&'static str],
+    ) -> Option<&'static str> {
+        let v = self.take_required(field)?;
+        let s = self.as_string(field, v)?;
+        match choices.iter().find(|c| **c == s) {
+            Some(c) => Some(c),
+            None => {
+                self.error(field, format!("must be one of {}", choices.join(", ")));
+                None
+            }
+        }
+    }
+
     /// Optional metadata: an object of string → string within the limits of
     /// [`crate::names::check_metadata`].
     pub fn optional_metadata(&mut self, field: &str) -> Option<Option<Map<String, Value>>> {

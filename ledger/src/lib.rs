@@ -14,12 +14,16 @@ pub mod chain;
 pub mod decide;
 pub mod entry;
 mod error;
+pub mod expiry;
 pub mod fields;
 pub mod fingerprint;
+pub mod fold;
 pub mod intent;
 pub mod keys;
 pub mod names;
+pub mod state;
 pub mod store;
+pub mod usage;
 pub mod verify;
 pub mod writer;
 

@@ -21,6 +21,14 @@ pub const MAX_TENANT_BYTES: usize = 64;
 pub const SYSTEM_PREFIX: char = '@';
 pub const REVENUE_ACCOUNT: &str = "@revenue";
 pub const PAYMENTS_ACCOUNT: &str = "@payments";
+/// The other side of every adjustment.
+pub const ADJUSTMENTS_ACCOUNT: &str = "@adjustments";
+/// Named on the credit side of holds and releases, which move no posted
+/// money: they change the customer's `held` only.
+pub const HOLDS_ACCOUNT: &str = "@holds";
+/// Prefix of the upstream IDs the server itself chooses (the release of an
+/// expired hold); clients may not start a release ID with it.
+pub const SERVER_KEY_PREFIX: char = '@';
 
 pub fn is_system_account(account: &str) -> bool {
     account.starts_with(SYSTEM_PREFIX)
@@ -41,6 +49,17 @@ fn check_text(value: &str, max: usize) -> Result<(), String> {
 
 pub fn check_upstream_id(value: &str) -> Result<(), String> {
     check_text(value, MAX_UPSTREAM_ID_BYTES)
+}
+
+/// An upstream ID in a namespace the server also writes to.
+pub fn check_client_release_id(value: &str) -> Result<(), String> {
+    check_upstream_id(value)?;
+    if value.starts_with(SERVER_KEY_PREFIX) {
+        return Err(format!(
+            "must not start with {SERVER_KEY_PREFIX} (reserved for the server's own releases)"
+        ));
+    }
+    Ok(())
 }
 
 /// A customer account: any valid name except a system one.
@@ -77,6 +96,11 @@ pub fn check_unit(value: &str) -> Result<(), String> {
 
 pub fn check_label(value: &str) -> Result<(), String> {
     check_text(value, MAX_LABEL_BYTES)
+}
+
+/// Reasons of reversals, adjustments and refunds: 1–500 bytes.
+pub fn check_reason(value: &str) -> Result<(), String> {
+    check_text(value, MAX_METADATA_VALUE_BYTES)
 }
 
 pub fn check_tenant(value: &str) -> Result<(), String> {

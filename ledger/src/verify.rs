@@ -1,11 +1,11 @@
 //! `tally verify`: recompute every chain and fold, trust nothing stored.
 
-use tally_projections::BalanceProjection;
-
 use crate::amount::canonical;
 use crate::chain::{entry_hash, Head, GENESIS_HASH};
 use crate::fingerprint::Fingerprint;
-use crate::store::{fold_into, EntryFilter, Storage, LOG_PAGE};
+use crate::fold::LogFold;
+use crate::state::{HoldStatus, StateKey, StateValue};
+use crate::store::{EntryFilter, Storage, LOG_PAGE};
 use crate::LedgerError;
 
 /// What was checked for one tenant.
@@ -51,7 +51,7 @@ pub async fn verify_tenant(
         }))
     };
     let head = storage.head(tenant).await?;
-    let mut fold = BalanceProjection::new();
+    let mut log = LogFold::new();
     let mut prev = Head {
         seq: 0,
         hash: GENESIS_HASH,
@@ -91,10 +91,11 @@ pub async fn verify_tenant(
             if hex::encode(hash) != e.hash {
                 return broken(at, "hash does not match the entry's contents".into());
             }
-            if let Err(LedgerError::Corrupt(problem)) = fold_into(&mut fold, e) {
+            if let Err(LedgerError::Corrupt(problem)) = log.apply(e) {
                 return broken(at, problem);
             }
-            let posted = fold
+            let posted = log
+                .balances
                 .get(&e.account, &e.unit)
                 .map(|b| b.posted())
                 .unwrap_or_default();
@@ -124,6 +125,7 @@ pub async fn verify_tenant(
             ),
         );
     }
+    let fold = &log.balances;
     let stored = storage.stored_balances(tenant).await?;
     for (account, unit, folded) in fold.iter() {
         match stored.get(account, unit) {
@@ -132,9 +134,11 @@ pub async fn verify_tenant(
                 return broken(
                     None,
                     format!(
-                        "stored balance of {account} ({unit}) is posted {} but the log folds to {}",
+                        "stored balance of {account} ({unit}) is posted {} held {} but the log folds to posted {} held {}",
                         canonical(s.posted()),
-                        canonical(folded.posted())
+                        canonical(s.held),
+                        canonical(folded.posted()),
+                        canonical(folded.held)
                     ),
                 )
             }
@@ -147,10 +151,136 @@ pub async fn verify_tenant(
             format!("stored balance of {account} ({unit}) has no entries in the log"),
         );
     }
+    // The open holds the writer relies on must be exactly those of the log.
+    let mut stored_open = Vec::new();
+    for (key, value) in storage.records_of_kind(tenant, "hold").await? {
+        let state_key = StateKey::Hold(key.clone());
+        match StateValue::from_json(&state_key, &value) {
+            Some(StateValue::Hold(h)) if h.status == HoldStatus::Open => stored_open.push(h),
+            Some(_) => {}
+            None => return broken(None, format!("stored hold {key} is unreadable")),
+        }
+    }
+    for h in &stored_open {
+        match log.open_holds.get(&h.hold_id) {
+            Some(o) if o.account == h.account && o.unit == h.unit && o.amount == h.amount => {}
+            Some(_) => {
+                return broken(
+                    None,
+                    format!("stored hold {} differs from the hold in the log", h.hold_id),
+                )
+            }
+            None => {
+                return broken(
+                    None,
+                    format!(
+                        "stored hold {} is open but the log closed it or never made it",
+                        h.hold_id
+                    ),
+                )
+            }
+        }
+    }
+    if stored_open.len() != log.open_holds.len() {
+        let missing = log
+            .open_holds
+            .keys()
+            .find(|id| !stored_open.iter().any(|h| &h.hold_id == *id))
+            .cloned()
+            .unwrap_or_default();
+        return broken(
+            None,
+            format!("hold {missing} is open in the log but not in the stored holds"),
+        );
+    }
     Ok(Ok(TenantReport {
         tenant: tenant.to_owned(),
         entries: prev.seq,
         balances: fold.len(),
         head,
+    }))
+}
+
+/// What the usage check found for one tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageReport {
+    /// The projector's checkpoint: the rows hold the log up to this seq.
+    pub checkpoint: i64,
+    pub rows: usize,
+}
+
+/// Compares the stored usage summaries of `tenant` with a fresh fold of its
+/// log up to the stored checkpoint (rows and checkpoint read from one
+/// snapshot, so a projector running meanwhile does not disturb the check).
+pub async fn verify_usage(
+    storage: &Storage,
+    tenant: &str,
+) -> Result<Result<UsageReport, Broken>, LedgerError> {
+    let broken = |problem: String| {
+        Ok(Err(Broken {
+            tenant: tenant.to_owned(),
+            seq: None,
+            problem,
+        }))
+    };
+    let (stored, checkpoint) = storage.stored_usage(tenant).await?;
+    let head = storage.head(tenant).await?;
+    if checkpoint > head.seq {
+        return broken(format!(
+            "usage checkpoint is seq {checkpoint} but the log ends at seq {}",
+            head.seq
+        ));
+    }
+    let fold = match storage.fold_usage(tenant, checkpoint, |_| {}).await {
+        Err(LedgerError::Corrupt(problem)) => return broken(problem),
+        other => other?,
+    };
+    let describe = |k: &crate::usage::UsageKey| {
+        format!(
+            "usage of {} (meter {:?}, {}, {})",
+            k.account,
+            k.meter,
+            k.day.format(crate::usage::DAY_FORMAT),
+            k.unit
+        )
+    };
+    let show = |t: &crate::usage::UsageTotals| {
+        format!(
+            "quantity {}, amount {}, {} entries",
+            canonical(t.quantity),
+            canonical(t.amount),
+            t.entries
+        )
+    };
+    for (key, folded) in fold.iter() {
+        match stored.get(key) {
+            Some(s) if s == folded => {}
+            Some(s) => {
+                return broken(format!(
+                    "stored {} is {} but the log up to seq {checkpoint} folds to {}",
+                    describe(key),
+                    show(s),
+                    show(folded)
+                ))
+            }
+            None => {
+                return broken(format!(
+                    "no stored {} though the log up to seq {checkpoint} folds to {}",
+                    describe(key),
+                    show(folded)
+                ))
+            }
+        }
+    }
+    if let Some((key, s)) = stored.iter().find(|(k, _)| fold.get(k).is_none()) {
+        return broken(format!(
+            "stored {} ({}) has no entries in the log up to seq {checkpoint}",
+            describe(key),
+            show(s)
+        ));
+    }
+    Ok(Ok(UsageReport {
+        checkpoint,
+        rows: stored.len(),
     }))
 }

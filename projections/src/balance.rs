@@ -125,6 +125,28 @@ impl BalanceProjection {
         Ok(())
     }
 
+    /// Changes the amount held on an account (a hold reserves, a capture or
+    /// release gives back). Held money stays posted; only `available` moves.
+    pub fn add_held(
+        &mut self,
+        account: &str,
+        unit: &str,
+        delta: Decimal,
+    ) -> Result<(), BalanceOverflow> {
+        let current = self.get(account, unit).map(|b| b.held).unwrap_or_default();
+        let held = current.checked_add(delta).ok_or_else(|| BalanceOverflow {
+            account: account.to_owned(),
+        })?;
+        self.slot(account, unit).held = held;
+        Ok(())
+    }
+
+    /// Makes sure the account has a balance in `unit` (zero if new): an
+    /// account whose settings fix its unit before any money moves.
+    pub fn touch(&mut self, account: &str, unit: &str) {
+        self.slot(account, unit);
+    }
+
     // The expects are proven by the inserts just before them.
     #[allow(clippy::expect_used)]
     fn slot(&mut self, account: &str, unit: &str) -> &mut AccountBalance {

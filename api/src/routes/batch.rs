@@ -58,6 +58,14 @@ impl From<Answer> for BatchItem {
     }
 }
 
+const BATCH_KINDS: [EntryKind; 5] = [
+    EntryKind::UsageDebit,
+    EntryKind::Payment,
+    EntryKind::Hold,
+    EntryKind::Refund,
+    EntryKind::Reversal,
+];
+
 #[derive(Serialize)]
 struct BatchResults {
     results: Vec<BatchItem>,
@@ -99,12 +107,19 @@ fn parse_operation(op: Value) -> Result<Intent, Answer> {
     let Value::Object(mut fields) = op else {
         return Err(invalid("operation", "must be an object").answer());
     };
+    // The batch takes the kinds of the `post` scope whose whole request is
+    // the body; adjustments need `admin`, captures and releases name their
+    // hold in the URL.
     let kind = match fields.remove("type") {
-        Some(Value::String(t)) => EntryKind::parse(&t),
+        Some(Value::String(t)) => EntryKind::parse(&t).filter(|k| BATCH_KINDS.contains(k)),
         _ => None,
     };
     let Some(kind) = kind else {
-        return Err(invalid("type", "must be usage_debit or payment").answer());
+        return Err(invalid(
+            "type",
+            "must be usage_debit, payment, hold, refund or reversal",
+        )
+        .answer());
     };
     Intent::parse(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
 }

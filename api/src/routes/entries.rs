@@ -61,7 +61,8 @@ pub async fn list_entries(
         Some(k) => {
             let parsed = EntryKind::parse(&k);
             if parsed.is_none() {
-                q.error("kind", "must be usage_debit or payment");
+                let kinds: Vec<&str> = EntryKind::ALL.iter().map(|k| k.as_str()).collect();
+                q.error("kind", format!("must be one of {}", kinds.join(", ")));
             }
             parsed
         }

@@ -1,8 +1,12 @@
 //! One file per resource.
 
+pub mod accounts;
 pub mod balances;
 pub mod batch;
 pub mod entries;
 pub mod health;
+pub mod holds;
 pub mod intents;
 mod query;
+pub mod rules;
+pub mod usage;

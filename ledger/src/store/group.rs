@@ -1,15 +1,15 @@
 //! One group transaction, the same on every engine (SPEC §6).
 
-use std::collections::HashMap;
 use std::future::Future;
 
-use tally_projections::{AccountBalance, BalanceProjection};
+use tally_projections::AccountBalance;
 
 use crate::chain::Head;
 use crate::decide::{decide_group, Decision, GroupState};
 use crate::entry::StoredEntry;
-use crate::intent::{EntryKind, Intent};
+use crate::intent::{Action, EntryKind, Intent};
 use crate::names::is_system_account;
+use crate::state::{StateKey, StateRow, StateValue};
 use crate::LedgerError;
 
 use super::{new_entry_id, now_micros};
@@ -35,6 +35,27 @@ pub(crate) trait GroupTransaction: Send {
         tenant: &str,
         accounts: &[&str],
     ) -> impl Future<Output = Result<Vec<(String, String, AccountBalance)>, LedgerError>> + Send;
+
+    /// Entries with these ids (the targets of reversals).
+    fn entries_by_ids(
+        &mut self,
+        tenant: &str,
+        ids: &[&str],
+    ) -> impl Future<Output = Result<Vec<StoredEntry>, LedgerError>> + Send;
+
+    /// Rule-state rows `(kind, key, value)` for these keys; absent ones are skipped.
+    fn records_of(
+        &mut self,
+        tenant: &str,
+        keys: &[StateKey],
+    ) -> impl Future<Output = Result<Vec<(String, String, String)>, LedgerError>> + Send;
+
+    /// Upserts rule-state rows.
+    fn write_records(
+        &mut self,
+        tenant: &str,
+        rows: &[StateRow],
+    ) -> impl Future<Output = Result<(), LedgerError>> + Send;
 
     fn insert_entries(
         &mut self,
@@ -66,9 +87,16 @@ pub(crate) async fn run<T: GroupTransaction>(
     let head = tx.lock_head(tenant).await?;
     let t_lock = t0.elapsed();
 
+    // Keys of the intents themselves, and of the payments refunds name.
+    let own_key = |i: &&&Intent| i.kind != EntryKind::AccountSettings;
     let mut keys: Vec<(EntryKind, &str)> = intents
         .iter()
+        .filter(own_key)
         .map(|i| (i.kind, i.upstream_id.as_str()))
+        .chain(intents.iter().filter_map(|i| match &i.action {
+            Action::Refund { payment_id, .. } => Some((EntryKind::Payment, payment_id.as_str())),
+            _ => None,
+        }))
         .collect();
     keys.sort_unstable();
     keys.dedup();
@@ -81,43 +109,127 @@ pub(crate) async fn run<T: GroupTransaction>(
     };
     let t_keys = t0.elapsed();
 
-    // Replays and conflicts move no money: only the accounts of intents
-    // whose key is still free need their balances.
-    let taken: std::collections::HashSet<(EntryKind, &str)> = existing
+    let mut state = GroupState::new(tenant, head);
+    for e in existing {
+        state.existing.insert((e.kind, e.upstream_id.clone()), e);
+    }
+    // Replays and conflicts move no money: only intents whose key is still
+    // free need balances and rule state.
+    let live: Vec<&Intent> = intents
         .iter()
-        .map(|e| (e.kind, e.upstream_id.as_str()))
+        .copied()
+        .filter(|i| {
+            i.kind == EntryKind::AccountSettings
+                || !state
+                    .existing
+                    .contains_key(&(i.kind, i.upstream_id.clone()))
+        })
         .collect();
-    let mut accounts: Vec<&str> = intents
-        .iter()
-        .filter(|i| !taken.contains(&(i.kind, i.upstream_id.as_str())))
-        .flat_map(|i| [i.debit_account.as_str(), i.credit_account.as_str()])
-        .collect();
-    accounts.sort_unstable();
-    accounts.dedup();
-    let rows = if accounts.is_empty() {
-        Vec::new()
-    } else {
-        tx.balances_of(tenant, &accounts).await?
-    };
 
-    let mut balances = BalanceProjection::new();
-    let mut account_units = HashMap::new();
-    for (account, unit, balance) in rows {
-        balances.insert(&account, &unit, balance);
-        if !is_system_account(&account) {
-            account_units.insert(account, unit);
+    let target_ids: Vec<&str> = live
+        .iter()
+        .filter_map(|i| match &i.action {
+            Action::Reversal { entry_id } => Some(entry_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !target_ids.is_empty() {
+        for e in tx.entries_by_ids(tenant, &target_ids).await? {
+            state.by_id.insert(e.id.clone(), e);
         }
     }
-    let mut state = GroupState {
-        tenant_id: tenant.to_owned(),
-        head,
-        existing: existing
-            .into_iter()
-            .map(|e| ((e.kind, e.upstream_id.clone()), e))
-            .collect(),
-        balances,
-        account_units,
+
+    // Rule state, in two rounds: what the intents name, then the settings
+    // of accounts reached only through what was loaded (a hold's account, a
+    // payment's payer).
+    let mut record_keys: Vec<StateKey> = Vec::new();
+    for i in &live {
+        for account in i.named_accounts() {
+            if !is_system_account(account) {
+                record_keys.push(StateKey::Account(account.to_owned()));
+            }
+        }
+        match &i.action {
+            Action::Capture { hold_id, .. } | Action::Release { hold_id, .. } => {
+                record_keys.push(StateKey::Hold(hold_id.clone()));
+            }
+            Action::Refund { payment_id, .. } => {
+                record_keys.push(StateKey::Refunded(payment_id.clone()));
+                if let Some(p) = state
+                    .existing
+                    .get(&(EntryKind::Payment, payment_id.clone()))
+                {
+                    record_keys.push(StateKey::Reversal(p.id.clone()));
+                    record_keys.push(StateKey::Account(p.account.clone()));
+                }
+            }
+            Action::Reversal { entry_id } => {
+                record_keys.push(StateKey::Reversal(entry_id.clone()));
+            }
+            _ => {}
+        }
+    }
+    load_records(&mut tx, tenant, &mut state, record_keys).await?;
+    let mut accounts: Vec<String> = Vec::new();
+    for i in &live {
+        accounts.extend(i.named_accounts().into_iter().map(str::to_owned));
+        match &i.action {
+            Action::Capture { hold_id, .. } | Action::Release { hold_id, .. } => {
+                if let Some(StateValue::Hold(h)) =
+                    state.records.get(&StateKey::Hold(hold_id.clone()))
+                {
+                    accounts.push(h.account.clone());
+                    accounts.push(h.counter_account.clone());
+                }
+            }
+            Action::Refund { payment_id, .. } => {
+                if let Some(p) = state
+                    .existing
+                    .get(&(EntryKind::Payment, payment_id.clone()))
+                {
+                    accounts.push(p.debit_account.clone());
+                    accounts.push(p.credit_account.clone());
+                }
+            }
+            Action::Reversal { entry_id } => {
+                if let Some(e) = state.by_id.get(entry_id) {
+                    accounts.push(e.debit_account.clone());
+                    accounts.push(e.credit_account.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    accounts.sort_unstable();
+    accounts.dedup();
+    let more_settings: Vec<StateKey> = accounts
+        .iter()
+        .filter(|a| !is_system_account(a))
+        .map(|a| StateKey::Account(a.clone()))
+        .filter(|k| !state.records.contains_key(k))
+        .collect();
+    load_records(&mut tx, tenant, &mut state, more_settings).await?;
+
+    let account_refs: Vec<&str> = accounts.iter().map(String::as_str).collect();
+    let rows = if account_refs.is_empty() {
+        Vec::new()
+    } else {
+        tx.balances_of(tenant, &account_refs).await?
     };
+    for (account, unit, balance) in rows {
+        state.balances.insert(&account, &unit, balance);
+        if !is_system_account(&account) {
+            state.account_units.insert(account, unit);
+        }
+    }
+    for (key, value) in &state.records {
+        if let (StateKey::Account(account), StateValue::Account(settings)) = (key, value) {
+            state
+                .account_units
+                .entry(account.clone())
+                .or_insert_with(|| settings.unit.clone());
+        }
+    }
 
     let t_load = t0.elapsed();
     let outcome = decide_group(&mut state, intents, now_micros(), new_entry_id);
@@ -127,6 +239,14 @@ pub(crate) async fn run<T: GroupTransaction>(
         let t_insert = t0.elapsed();
         tx.write_balances(tenant, &outcome.changed_balances(&state))
             .await?;
+        let records: Vec<StateRow> = outcome
+            .changed_records(&state)
+            .into_iter()
+            .map(|(k, v)| v.to_row(k))
+            .collect();
+        if !records.is_empty() {
+            tx.write_records(tenant, &records).await?;
+        }
         tx.write_head(tenant, &state.head).await?;
         let t_write = t0.elapsed();
         tx.commit().await?;
@@ -143,4 +263,32 @@ pub(crate) async fn run<T: GroupTransaction>(
         );
     }
     Ok(outcome.decisions)
+}
+
+async fn load_records<T: GroupTransaction>(
+    tx: &mut T,
+    tenant: &str,
+    state: &mut GroupState,
+    mut keys: Vec<StateKey>,
+) -> Result<(), LedgerError> {
+    keys.sort_unstable();
+    keys.dedup();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    for (kind, key, value) in tx.records_of(tenant, &keys).await? {
+        let Some(state_key) = StateKey::from_parts(&kind, key) else {
+            return Err(LedgerError::Corrupt(format!(
+                "rule state of unknown kind {kind:?}"
+            )));
+        };
+        let record = StateValue::from_json(&state_key, &value).ok_or_else(|| {
+            LedgerError::Corrupt(format!(
+                "rule state {kind} {:?}: {value:?}",
+                state_key.key()
+            ))
+        })?;
+        state.records.insert(state_key, record);
+    }
+    Ok(())
 }

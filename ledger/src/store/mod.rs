@@ -7,6 +7,7 @@
 mod group;
 mod postgres;
 mod sqlite;
+mod usage;
 
 use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Row, Type};
@@ -17,10 +18,12 @@ use crate::decide::Decision;
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::intent::{EntryKind, Intent};
 use crate::keys::ApiKey;
+use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use usage::{run_usage_projector, UsageQuery, UsageRead, USAGE_PAGE};
 
 /// Filters of `GET /v1/entries`.
 #[derive(Debug, Clone, Default)]
@@ -206,6 +209,50 @@ impl Storage {
         }
     }
 
+    /// Every rule-state record of one kind: (key, JSON value), by key.
+    pub async fn records_of_kind(
+        &self,
+        tenant: &str,
+        kind: &str,
+    ) -> Result<Vec<(String, String)>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.records_of_kind(tenant, kind).await,
+            Storage::Postgres(s) => s.records_of_kind(tenant, kind).await,
+        }
+    }
+
+    /// One rule-state record (an account's settings, a hold, …).
+    pub async fn record(
+        &self,
+        tenant: &str,
+        key: &StateKey,
+    ) -> Result<Option<StateValue>, LedgerError> {
+        let text = match self {
+            Storage::Sqlite(s) => s.record(tenant, key.kind(), key.key()).await?,
+            Storage::Postgres(s) => s.record(tenant, key.kind(), key.key()).await?,
+        };
+        match text {
+            None => Ok(None),
+            Some(t) => StateValue::from_json(key, &t).map(Some).ok_or_else(|| {
+                LedgerError::Corrupt(format!("rule state {} {:?}: {t:?}", key.kind(), key.key()))
+            }),
+        }
+    }
+
+    /// (tenant, hold_id) of open holds, every tenant, that expired by `now`;
+    /// the oldest first, at most `limit`.
+    pub async fn expired_holds(
+        &self,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>, LedgerError> {
+        let now = crate::entry::format_recorded_at(&now);
+        match self {
+            Storage::Sqlite(s) => s.expired_holds(&now, limit).await,
+            Storage::Postgres(s) => s.expired_holds(&now, limit).await,
+        }
+    }
+
     /// Replaces a tenant's balances with `fold(tenant's log)`, computed and
     /// written under the head lock so no group commits in between.
     pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
@@ -221,24 +268,6 @@ pub const DEFAULT_POOL_SIZE: u32 = 16;
 
 /// Rows of the log are read in pages of this size by folds and verification.
 pub const LOG_PAGE: i64 = 10_000;
-
-/// Folds posted entries into balances (the projection the writer keeps).
-pub fn fold_into(
-    projection: &mut BalanceProjection,
-    entry: &StoredEntry,
-) -> Result<(), LedgerError> {
-    if entry.status != EntryStatus::Posted {
-        return Ok(());
-    }
-    projection
-        .apply(&tally_projections::Posting {
-            debit_account: &entry.debit_account,
-            credit_account: &entry.credit_account,
-            amount: entry.amount,
-            unit: &entry.unit,
-        })
-        .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))
-}
 
 /// Seq ranges the rebuild aggregates at a time, so no aggregated string
 /// grows with the whole log.
@@ -272,17 +301,24 @@ pub(crate) fn fold_side(
     Ok(n)
 }
 
-/// Folds one row of (status, debit_account, credit_account, amount, unit)
-/// into `projection`; the rebuild's inner loop.
+/// Folds one row of (status, kind, debit_account, credit_account, amount,
+/// unit) into `projection`; the rebuild's inner loop. Kinds that move no
+/// money are skipped here and folded by [`fold_hold_row`].
 pub(crate) fn fold_row(
     projection: &mut BalanceProjection,
     status: &str,
+    kind: &str,
     debit_account: &str,
     credit_account: &str,
     amount: &str,
     unit: &str,
 ) -> Result<(), LedgerError> {
     if status != EntryStatus::Posted.as_str() {
+        return Ok(());
+    }
+    let kind = EntryKind::parse(kind)
+        .ok_or_else(|| LedgerError::Corrupt(format!("unknown kind {kind:?}")))?;
+    if !crate::fold::moves_money(kind) {
         return Ok(());
     }
     // Stored amounts are canonical decimal text, which from_str_exact reads
@@ -297,6 +333,33 @@ pub(crate) fn fold_row(
             unit,
         })
         .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))
+}
+
+/// SQL selecting, in seq order, the posted entries whose effect on balances
+/// is not a plain posting; rows are folded by [`fold_hold_row`]. `$1`/`?` is
+/// the tenant.
+pub(crate) fn hold_rows_sql(placeholder: &str) -> String {
+    format!(
+        "SELECT kind, upstream_id, account, unit, amount, params FROM entries \
+         WHERE tenant_id = {placeholder} AND status = 'posted' AND kind IN {} ORDER BY seq",
+        crate::fold::HOLD_KINDS_SQL
+    )
+}
+
+/// Folds one row of [`hold_rows_sql`].
+pub(crate) fn fold_hold_row(
+    log: &mut crate::fold::LogFold,
+    kind: &str,
+    upstream_id: &str,
+    account: &str,
+    unit: &str,
+    amount: &str,
+    params: &str,
+) -> Result<(), LedgerError> {
+    let kind = EntryKind::parse(kind)
+        .ok_or_else(|| LedgerError::Corrupt(format!("unknown kind {kind:?}")))?;
+    let amount = parse_decimal(amount, "amount")?;
+    log.apply_holds(kind, upstream_id, account, unit, amount, params)
 }
 
 pub(crate) fn parse_decimal(text: &str, what: &str) -> Result<rust_decimal::Decimal, LedgerError> {

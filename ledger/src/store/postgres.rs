@@ -12,11 +12,16 @@ use sqlx::{PgPool, Postgres, QueryBuilder, Row, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection};
 
 use super::group::GroupTransaction;
-use super::{decode_balance, decode_entry, decode_head, fold_row, BalanceRow, EntryFilter};
+use super::{
+    decode_balance, decode_entry, decode_head, fold_hold_row, fold_row, hold_rows_sql, BalanceRow,
+    EntryFilter,
+};
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
 use crate::entry::StoredEntry;
+use crate::fold::LogFold;
 use crate::intent::EntryKind;
+use crate::state::{StateKey, StateRow};
 use crate::LedgerError;
 
 const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
@@ -25,7 +30,7 @@ const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, reje
 
 #[derive(Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
+    pub(crate) pool: PgPool,
 }
 
 fn entry(row: &PgRow) -> Result<StoredEntry, LedgerError> {
@@ -253,6 +258,62 @@ impl PostgresStore {
         Ok(p)
     }
 
+    pub async fn records_of_kind(
+        &self,
+        tenant: &str,
+        kind: &str,
+    ) -> Result<Vec<(String, String)>, LedgerError> {
+        let rows = sqlx::query(
+            "SELECT key, value FROM rule_state WHERE tenant_id = $1 AND kind = $2 ORDER BY key",
+        )
+        .bind(tenant)
+        .bind(kind)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("key")?, r.try_get("value")?)))
+            .collect()
+    }
+
+    pub async fn record(
+        &self,
+        tenant: &str,
+        kind: &str,
+        key: &str,
+    ) -> Result<Option<String>, LedgerError> {
+        let row = sqlx::query(
+            "SELECT value FROM rule_state WHERE tenant_id = $1 AND kind = $2 AND key = $3",
+        )
+        .bind(tenant)
+        .bind(kind)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match row {
+            Some(r) => Some(r.try_get("value")?),
+            None => None,
+        })
+    }
+
+    /// Open holds of every tenant that expired at or before `now` (fixed-width UTC text).
+    pub async fn expired_holds(
+        &self,
+        now: &str,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>, LedgerError> {
+        let rows = sqlx::query(
+            "SELECT tenant_id, key FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= $1 \
+             ORDER BY expires_at LIMIT $2",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("tenant_id")?, r.try_get("key")?)))
+            .collect()
+    }
+
     pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
         let mut group = self.begin_group().await?;
         let head = group.lock_head(tenant).await?;
@@ -260,21 +321,37 @@ impl PostgresStore {
         // allocation per row. Sums do not depend on order, so no ORDER BY.
         // (Aggregating per account with string_agg, as on SQLite, measured
         // slower here: PostgreSQL streams rows faster than it sorts them.)
-        let mut projection = BalanceProjection::new();
-        let mut rows = sqlx::query("SELECT status, debit_account, credit_account, amount::text, unit FROM entries WHERE tenant_id = $1")
+        let mut log = LogFold::new();
+        let mut rows = sqlx::query("SELECT status, kind, debit_account, credit_account, amount::text, unit FROM entries WHERE tenant_id = $1")
             .bind(tenant)
             .fetch(&mut *group.tx);
         while let Some(r) = rows.try_next().await? {
             fold_row(
-                &mut projection,
+                &mut log.balances,
                 r.try_get(0)?,
                 r.try_get(1)?,
                 r.try_get(2)?,
                 r.try_get(3)?,
                 r.try_get(4)?,
+                r.try_get(5)?,
             )?;
         }
         drop(rows);
+        let sql = hold_rows_sql("$1").replace("amount,", "amount::text,");
+        let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *group.tx);
+        while let Some(r) = rows.try_next().await? {
+            fold_hold_row(
+                &mut log,
+                r.try_get(0)?,
+                r.try_get(1)?,
+                r.try_get(2)?,
+                r.try_get(3)?,
+                r.try_get(4)?,
+                r.try_get(5)?,
+            )?;
+        }
+        drop(rows);
+        let projection = log.balances;
         sqlx::query("DELETE FROM balances WHERE tenant_id = $1")
             .bind(tenant)
             .execute(&mut *group.tx)
@@ -375,6 +452,81 @@ impl GroupTransaction for PgGroup {
                 ))
             })
             .collect()
+    }
+
+    async fn entries_by_ids(
+        &mut self,
+        tenant: &str,
+        ids: &[&str],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        let mut found = Vec::new();
+        for chunk in ids.chunks(1_000) {
+            let mut q = QueryBuilder::<Postgres>::new(format!(
+                "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
+            ));
+            q.push_bind(tenant).push(" AND id IN (");
+            let mut sep = q.separated(", ");
+            for id in chunk {
+                sep.push_bind(*id);
+            }
+            q.push(")");
+            for row in q.build().fetch_all(&mut *self.tx).await? {
+                found.push(entry(&row)?);
+            }
+        }
+        Ok(found)
+    }
+
+    async fn records_of(
+        &mut self,
+        tenant: &str,
+        keys: &[StateKey],
+    ) -> Result<Vec<(String, String, String)>, LedgerError> {
+        let mut out = Vec::new();
+        for chunk in keys.chunks(1_000) {
+            let mut q = QueryBuilder::<Postgres>::new(
+                "SELECT kind, key, value FROM rule_state WHERE tenant_id = ",
+            );
+            q.push_bind(tenant).push(" AND (kind, key) IN (VALUES ");
+            let mut sep = q.separated(", ");
+            for k in chunk {
+                sep.push("(")
+                    .push_bind_unseparated(k.kind())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(k.key())
+                    .push_unseparated(")");
+            }
+            q.push(")");
+            for row in q.build().fetch_all(&mut *self.tx).await? {
+                out.push((
+                    row.try_get("kind")?,
+                    row.try_get("key")?,
+                    row.try_get("value")?,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn write_records(&mut self, tenant: &str, rows: &[StateRow]) -> Result<(), LedgerError> {
+        for chunk in rows.chunks(1_000) {
+            let mut q = QueryBuilder::<Postgres>::new(
+                "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) ",
+            );
+            q.push_values(chunk, |mut b, r| {
+                b.push_bind(tenant)
+                    .push_bind(r.kind)
+                    .push_bind(&r.key)
+                    .push_bind(&r.value)
+                    .push_bind(&r.expires_at);
+            });
+            q.push(
+                " ON CONFLICT (tenant_id, kind, key) DO UPDATE SET \
+                 value = excluded.value, expires_at = excluded.expires_at",
+            );
+            q.build().execute(&mut *self.tx).await?;
+        }
+        Ok(())
     }
 
     async fn insert_entries(&mut self, entries: &[StoredEntry]) -> Result<(), LedgerError> {

@@ -15,12 +15,15 @@ use tally_projections::{AccountBalance, BalanceProjection, Side};
 
 use super::group::GroupTransaction;
 use super::{
-    decode_balance, decode_entry, decode_head, fold_side, BalanceRow, EntryFilter, REBUILD_CHUNK,
+    decode_balance, decode_entry, decode_head, fold_hold_row, fold_side, hold_rows_sql, BalanceRow,
+    EntryFilter, REBUILD_CHUNK,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
 use crate::entry::{format_recorded_at, StoredEntry};
+use crate::fold::LogFold;
 use crate::intent::EntryKind;
+use crate::state::{StateKey, StateRow};
 use crate::LedgerError;
 
 const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
@@ -32,7 +35,7 @@ const ROWS_PER_INSERT: usize = 500;
 
 #[derive(Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
 }
 
 fn entry(row: &SqliteRow) -> Result<StoredEntry, LedgerError> {
@@ -249,19 +252,76 @@ impl SqliteStore {
         Ok(p)
     }
 
+    pub async fn records_of_kind(
+        &self,
+        tenant: &str,
+        kind: &str,
+    ) -> Result<Vec<(String, String)>, LedgerError> {
+        let rows = sqlx::query(
+            "SELECT key, value FROM rule_state WHERE tenant_id = ? AND kind = ? ORDER BY key",
+        )
+        .bind(tenant)
+        .bind(kind)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("key")?, r.try_get("value")?)))
+            .collect()
+    }
+
+    pub async fn record(
+        &self,
+        tenant: &str,
+        kind: &str,
+        key: &str,
+    ) -> Result<Option<String>, LedgerError> {
+        let row = sqlx::query(
+            "SELECT value FROM rule_state WHERE tenant_id = ? AND kind = ? AND key = ?",
+        )
+        .bind(tenant)
+        .bind(kind)
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match row {
+            Some(r) => Some(r.try_get("value")?),
+            None => None,
+        })
+    }
+
+    /// Open holds of every tenant that expired at or before `now` (fixed-width UTC text).
+    pub async fn expired_holds(
+        &self,
+        now: &str,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>, LedgerError> {
+        let rows = sqlx::query(
+            "SELECT tenant_id, key FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= ? \
+             ORDER BY expires_at LIMIT ?",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("tenant_id")?, r.try_get("key")?)))
+            .collect()
+    }
+
     pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
         let mut group = self.begin_group().await?;
         let head = group.lock_head(tenant).await?;
         // The database groups each side's posted amounts per account; Rust
         // parses and adds every amount exactly. Far fewer rows cross the
         // driver than one per entry (measured in docs/performance.md).
-        let mut projection = BalanceProjection::new();
+        let mut log = LogFold::new();
+        let projection = &mut log.balances;
         let mut folded = 0u64;
         for (column, side) in [
             ("debit_account", Side::Debit),
             ("credit_account", Side::Credit),
         ] {
-            let sql = format!("SELECT {side}, unit, group_concat(amount) FROM entries WHERE tenant_id = ? AND seq > ? AND seq <= ? AND status = 'posted' GROUP BY {side}, unit", side = column);
+            let sql = format!("SELECT {side}, unit, group_concat(amount) FROM entries WHERE tenant_id = ? AND seq > ? AND seq <= ? AND status = 'posted' AND kind NOT IN {non_money} GROUP BY {side}, unit", side = column, non_money = crate::fold::NON_MONEY_KINDS_SQL);
             let mut from = 0i64;
             while from < head.seq {
                 let to = from + REBUILD_CHUNK;
@@ -272,7 +332,7 @@ impl SqliteStore {
                     .fetch(&mut *group.tx);
                 while let Some(r) = rows.try_next().await? {
                     folded += fold_side(
-                        &mut projection,
+                        projection,
                         r.try_get(0)?,
                         r.try_get(1)?,
                         side,
@@ -283,6 +343,22 @@ impl SqliteStore {
                 from = to;
             }
         }
+        let sql = hold_rows_sql("?");
+        let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *group.tx);
+        while let Some(r) = rows.try_next().await? {
+            fold_hold_row(
+                &mut log,
+                r.try_get(0)?,
+                r.try_get(1)?,
+                r.try_get(2)?,
+                r.try_get(3)?,
+                r.try_get(4)?,
+                r.try_get(5)?,
+            )?;
+            folded += 1;
+        }
+        drop(rows);
+        let projection = log.balances;
         tracing::debug!(tenant, folded, "balances folded from the log");
         sqlx::query("DELETE FROM balances WHERE tenant_id = ?")
             .bind(tenant)
@@ -428,6 +504,81 @@ impl GroupTransaction for SqliteGroup {
             }
         }
         Ok(out)
+    }
+
+    async fn entries_by_ids(
+        &mut self,
+        tenant: &str,
+        ids: &[&str],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        let mut found = Vec::new();
+        for chunk in ids.chunks(ROWS_PER_INSERT) {
+            let mut q = QueryBuilder::<Sqlite>::new(format!(
+                "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
+            ));
+            q.push_bind(tenant).push(" AND id IN (");
+            let mut sep = q.separated(", ");
+            for id in chunk {
+                sep.push_bind(*id);
+            }
+            q.push(")");
+            for row in q.build().fetch_all(&mut *self.tx).await? {
+                found.push(entry(&row)?);
+            }
+        }
+        Ok(found)
+    }
+
+    async fn records_of(
+        &mut self,
+        tenant: &str,
+        keys: &[StateKey],
+    ) -> Result<Vec<(String, String, String)>, LedgerError> {
+        let mut out = Vec::new();
+        for chunk in keys.chunks(ROWS_PER_INSERT / 2) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "SELECT kind, key, value FROM rule_state WHERE tenant_id = ",
+            );
+            q.push_bind(tenant).push(" AND (kind, key) IN (VALUES ");
+            let mut sep = q.separated(", ");
+            for k in chunk {
+                sep.push("(")
+                    .push_bind_unseparated(k.kind())
+                    .push_unseparated(", ")
+                    .push_bind_unseparated(k.key())
+                    .push_unseparated(")");
+            }
+            q.push(")");
+            for row in q.build().fetch_all(&mut *self.tx).await? {
+                out.push((
+                    row.try_get("kind")?,
+                    row.try_get("key")?,
+                    row.try_get("value")?,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn write_records(&mut self, tenant: &str, rows: &[StateRow]) -> Result<(), LedgerError> {
+        for chunk in rows.chunks(ROWS_PER_INSERT / 2) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) ",
+            );
+            q.push_values(chunk, |mut b, r| {
+                b.push_bind(tenant)
+                    .push_bind(r.kind)
+                    .push_bind(&r.key)
+                    .push_bind(&r.value)
+                    .push_bind(&r.expires_at);
+            });
+            q.push(
+                " ON CONFLICT (tenant_id, kind, key) DO UPDATE SET \
+                 value = excluded.value, expires_at = excluded.expires_at",
+            );
+            q.build().execute(&mut *self.tx).await?;
+        }
+        Ok(())
     }
 
     async fn insert_entries(&mut self, entries: &[StoredEntry]) -> Result<(), LedgerError> {

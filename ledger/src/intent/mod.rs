@@ -9,22 +9,53 @@ use serde_json::{Map, Value};
 use crate::amount::canonical;
 use crate::fields::{Fields, ValidationErrors};
 use crate::fingerprint::{canonical_params, Fingerprint};
-use crate::names::{self, PAYMENTS_ACCOUNT, REVENUE_ACCOUNT};
+use crate::names::{self, ADJUSTMENTS_ACCOUNT, PAYMENTS_ACCOUNT, REVENUE_ACCOUNT};
+
+mod holds;
+mod rules;
+
+pub use holds::{HoldExpiry, HoldRequest};
+pub use rules::{AdjustmentRequest, Direction, SettingsChange};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EntryKind {
     UsageDebit,
     Payment,
+    /// A change of an account's settings (unit, overdraft, metadata).
+    AccountSettings,
+    Hold,
+    HoldCapture,
+    HoldRelease,
+    Refund,
+    Reversal,
+    Adjustment,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 2] = [EntryKind::UsageDebit, EntryKind::Payment];
+    pub const ALL: [EntryKind; 9] = [
+        EntryKind::UsageDebit,
+        EntryKind::Payment,
+        EntryKind::AccountSettings,
+        EntryKind::Hold,
+        EntryKind::HoldCapture,
+        EntryKind::HoldRelease,
+        EntryKind::Refund,
+        EntryKind::Reversal,
+        EntryKind::Adjustment,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             EntryKind::UsageDebit => "usage_debit",
             EntryKind::Payment => "payment",
+            EntryKind::AccountSettings => "account_settings",
+            EntryKind::Hold => "hold",
+            EntryKind::HoldCapture => "hold_capture",
+            EntryKind::HoldRelease => "hold_release",
+            EntryKind::Refund => "refund",
+            EntryKind::Reversal => "reversal",
+            EntryKind::Adjustment => "adjustment",
         }
     }
 
@@ -37,37 +68,105 @@ impl EntryKind {
         match self {
             EntryKind::UsageDebit => "usage_record_id",
             EntryKind::Payment => "payment_id",
+            EntryKind::AccountSettings => "account",
+            EntryKind::Hold => "hold_id",
+            EntryKind::HoldCapture => "capture_id",
+            EntryKind::HoldRelease => "release_id",
+            EntryKind::Refund => "refund_id",
+            EntryKind::Reversal => "reversal_id",
+            EntryKind::Adjustment => "adjustment_id",
         }
     }
 }
 
-/// A validated request to move money, not yet decided.
+/// A validated request, not yet decided: its key, its fingerprinted
+/// parameters, and what it asks the ledger to do.
 #[derive(Debug, Clone)]
 pub struct Intent {
     pub kind: EntryKind,
     pub upstream_id: String,
-    /// The customer account the request is about.
-    pub account: String,
-    pub debit_account: String,
-    pub credit_account: String,
-    pub amount: Decimal,
-    pub unit: String,
+    pub action: Action,
     /// Normalised business parameters, as canonical JSON text.
     pub params: String,
     pub params_map: Map<String, Value>,
     pub fingerprint: Fingerprint,
 }
 
-fn timestamp(t: DateTime<Utc>) -> String {
+/// What an intent asks for. Kinds whose accounts are fixed by the request
+/// are a [`Transfer`]; the others name something already in the ledger (a
+/// hold, a payment, an entry) that the writer looks up under its lock.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Transfer(Transfer),
+    Settings(SettingsChange),
+    Hold(HoldRequest),
+    Capture {
+        hold_id: String,
+        amount: Decimal,
+    },
+    /// `expiry` is the server's own release of an expired hold.
+    Release {
+        hold_id: String,
+        expiry: bool,
+    },
+    Refund {
+        payment_id: String,
+        amount: Decimal,
+    },
+    Reversal {
+        entry_id: String,
+    },
+    Adjustment(AdjustmentRequest),
+}
+
+/// Money moved between two accounts named by the request.
+#[derive(Debug, Clone)]
+pub struct Transfer {
+    /// The customer account the request is about.
+    pub account: String,
+    pub debit_account: String,
+    pub credit_account: String,
+    pub amount: Decimal,
+    pub unit: String,
+}
+
+impl Intent {
+    /// Every account the request itself names (the writer loads their
+    /// balances and settings; referenced objects add theirs later).
+    pub fn named_accounts(&self) -> Vec<&str> {
+        match &self.action {
+            Action::Transfer(t) => vec![&t.debit_account, &t.credit_account],
+            Action::Settings(s) => vec![&s.account],
+            Action::Hold(h) => vec![&h.account],
+            Action::Adjustment(a) => vec![&a.account, ADJUSTMENTS_ACCOUNT],
+            Action::Capture { .. }
+            | Action::Release { .. }
+            | Action::Refund { .. }
+            | Action::Reversal { .. } => Vec::new(),
+        }
+    }
+}
+
+pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
 impl Intent {
-    /// Validates a request body of the given kind.
+    /// Validates a request body of the given kind (the kinds whose whole
+    /// request is the body).
     pub fn parse(kind: EntryKind, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
         match kind {
             EntryKind::UsageDebit => Self::usage_debit(body),
             EntryKind::Payment => Self::payment(body),
+            EntryKind::Hold => Self::hold(body),
+            EntryKind::Refund => Self::refund(body),
+            EntryKind::Reversal => Self::reversal(body),
+            EntryKind::Adjustment => Self::adjustment(body),
+            // Their keys or accounts come from the URL: see `capture`,
+            // `release` and `settings`.
+            EntryKind::AccountSettings | EntryKind::HoldCapture | EntryKind::HoldRelease => Err(
+                ValidationErrors::single("type", format!("{} is not accepted here", kind.as_str())),
+            ),
         }
     }
 
@@ -141,11 +240,13 @@ impl Intent {
         Ok(Self::build(
             EntryKind::UsageDebit,
             upstream_id,
-            account.clone(),
-            account,
-            credit_account,
-            amount,
-            unit,
+            Action::Transfer(Transfer {
+                account: account.clone(),
+                debit_account: account,
+                credit_account,
+                amount,
+                unit,
+            }),
             params,
         ))
     }
@@ -212,24 +313,21 @@ impl Intent {
         Ok(Self::build(
             EntryKind::Payment,
             upstream_id,
-            account.clone(),
-            debit_account,
-            account,
-            amount,
-            unit,
+            Action::Transfer(Transfer {
+                account: account.clone(),
+                debit_account,
+                credit_account: account,
+                amount,
+                unit,
+            }),
             params,
         ))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn build(
+    pub(crate) fn build(
         kind: EntryKind,
         upstream_id: String,
-        account: String,
-        debit_account: String,
-        credit_account: String,
-        amount: Decimal,
-        unit: String,
+        action: Action,
         params_map: Map<String, Value>,
     ) -> Intent {
         let params = canonical_params(&params_map);
@@ -237,11 +335,7 @@ impl Intent {
         Intent {
             kind,
             upstream_id,
-            account,
-            debit_account,
-            credit_account,
-            amount,
-            unit,
+            action,
             params,
             params_map,
             fingerprint,
@@ -250,14 +344,14 @@ impl Intent {
 }
 
 /// The fields every money-moving request shares.
-struct Common {
-    account: Option<String>,
-    amount: Option<Decimal>,
-    unit: Option<String>,
+pub(crate) struct Common {
+    pub(crate) account: Option<String>,
+    pub(crate) amount: Option<Decimal>,
+    pub(crate) unit: Option<String>,
 }
 
 impl Common {
-    fn read(f: &mut Fields) -> Self {
+    pub(crate) fn read(f: &mut Fields) -> Self {
         Common {
             account: f.required_str("account", names::check_customer_account),
             amount: f.required_amount("amount"),
@@ -266,7 +360,7 @@ impl Common {
     }
 }
 
-fn read_counter(f: &mut Fields, account: Option<&str>) -> Option<Option<String>> {
+pub(crate) fn read_counter(f: &mut Fields, account: Option<&str>) -> Option<Option<String>> {
     let counter = f.optional_str("counter_account", names::check_any_account)?;
     if let (Some(c), Some(a)) = (&counter, account) {
         if c == a {
@@ -304,7 +398,10 @@ mod tests {
             a.params,
             r#"{"account":"c","amount":"1.5","metadata":{"a":"2","b":"1"},"occurred_at":"2026-11-29T10:00:00Z","unit":"USD"}"#
         );
-        assert_eq!(a.credit_account, "@revenue");
+        let Action::Transfer(t) = &a.action else {
+            panic!("a debit is a transfer")
+        };
+        assert_eq!(t.credit_account, "@revenue");
     }
 
     #[test]
@@ -318,7 +415,10 @@ mod tests {
         )
         .unwrap();
         assert_ne!(a.fingerprint, b.fingerprint);
-        assert_eq!(a.credit_account, b.credit_account);
+        let (Action::Transfer(ta), Action::Transfer(tb)) = (&a.action, &b.action) else {
+            panic!("debits are transfers")
+        };
+        assert_eq!(ta.credit_account, tb.credit_account);
     }
 
     #[test]
@@ -342,7 +442,10 @@ mod tests {
                 .clone(),
         )
         .unwrap();
-        assert_eq!(p.debit_account, "@payments");
-        assert_eq!(p.credit_account, "c");
+        let Action::Transfer(t) = &p.action else {
+            panic!("a payment is a transfer")
+        };
+        assert_eq!(t.debit_account, "@payments");
+        assert_eq!(t.credit_account, "c");
     }
 }

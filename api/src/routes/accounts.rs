@@ -1,0 +1,105 @@
+//! `PUT /v1/accounts/{account}` (scope `admin`) and `GET /v1/accounts/{account}`.
+//!
+//! A PUT is idempotent by its content: settings equal to the current ones
+//! write nothing; different ones append an `account_settings` entry, so the
+//! log alone explains every later decision.
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tally_ledger::balance::{read_balance, BalanceView};
+use tally_ledger::decide::Decision;
+use tally_ledger::intent::Intent;
+use tally_ledger::keys::Scope;
+use tally_ledger::state::{AccountSettings, Overdraft, StateKey, StateValue};
+use tally_ledger::LedgerError;
+
+use crate::auth::Caller;
+use crate::body::JsonObject;
+use crate::problem::{answer, ApiError};
+use crate::server::AppState;
+
+#[derive(Debug, Serialize)]
+pub struct AccountView {
+    account: String,
+    unit: String,
+    /// `"allow"`, `"forbid"` or `{"limit": "<amount>"}`.
+    overdraft: Value,
+    metadata: Option<Map<String, Value>>,
+    /// 0 until the account's settings are first set.
+    settings_version: i64,
+    /// The `account_settings` entry that set the current settings.
+    settings_entry_id: Option<String>,
+    balance: BalanceView,
+}
+
+pub async fn put_account(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(account): Path<String>,
+    JsonObject(body): JsonObject,
+) -> Result<Response, ApiError> {
+    caller.require(Scope::Admin)?;
+    let intent = Intent::settings(&account, body).map_err(ApiError::Invalid)?;
+    match app.writers.decide(caller.tenant(), intent).await? {
+        Decision::Created(_) | Decision::Unchanged(_) => {
+            Ok(Json(account_view(&app, caller.tenant(), &account).await?).into_response())
+        }
+        other => Ok(answer(other).into_response()),
+    }
+}
+
+pub async fn get_account(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(account): Path<String>,
+) -> Result<Json<AccountView>, ApiError> {
+    caller.require(Scope::Read)?;
+    Ok(Json(account_view(&app, caller.tenant(), &account).await?))
+}
+
+async fn account_view(
+    app: &AppState,
+    tenant: &str,
+    account: &str,
+) -> Result<AccountView, ApiError> {
+    let storage = app.writers.storage();
+    let settings = match storage
+        .record(tenant, &StateKey::Account(account.to_owned()))
+        .await?
+    {
+        Some(StateValue::Account(s)) => Some(s),
+        _ => None,
+    };
+    let unit = settings.as_ref().map(|s| s.unit.as_str());
+    let balance = match read_balance(storage, tenant, account, unit, None).await {
+        Ok(b) => b,
+        Err(LedgerError::NotFound) => return Err(ApiError::NotFound),
+        Err(e) => return Err(e.into()),
+    };
+    let AccountSettings {
+        overdraft,
+        metadata,
+        version,
+        entry_id,
+        ..
+    } = settings.unwrap_or(AccountSettings {
+        unit: balance.unit.clone(),
+        overdraft: Overdraft::Allow,
+        metadata: None,
+        version: 0,
+        entry_id: String::new(),
+        seq: 0,
+    });
+    Ok(AccountView {
+        account: account.to_owned(),
+        unit: balance.unit.clone(),
+        overdraft: overdraft.to_json(),
+        metadata,
+        settings_version: version,
+        settings_entry_id: (version > 0).then_some(entry_id),
+        balance,
+    })
+}

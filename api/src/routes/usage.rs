@@ -1,0 +1,78 @@
+//! `GET /v1/accounts/{account}/usage?meter=&from=&to=&granularity=day|month`:
+//! the usage summaries as the asynchronous projector last left them
+//! (docs/usage-summaries.md).
+
+use axum::extract::{Path, RawQuery, State};
+use axum::Json;
+use chrono::NaiveDate;
+use tally_ledger::keys::Scope;
+use tally_ledger::names::{check_any_account, check_label};
+use tally_ledger::store::UsageQuery;
+use tally_ledger::usage::{read_usage, Granularity, UsageView, DAY_FORMAT};
+
+use super::query::QueryParams;
+use crate::auth::Caller;
+use crate::problem::ApiError;
+use crate::server::AppState;
+
+/// A day `YYYY-MM-DD`, or an RFC 3339 timestamp taken as its UTC date.
+fn day(q: &mut QueryParams, name: &str) -> Option<NaiveDate> {
+    let raw = q.text(name)?;
+    if let Ok(d) = NaiveDate::parse_from_str(&raw, DAY_FORMAT) {
+        if raw.len() == 10 {
+            return Some(d);
+        }
+    }
+    match chrono::DateTime::parse_from_rfc3339(&raw) {
+        Ok(t) => Some(t.with_timezone(&chrono::Utc).date_naive()),
+        Err(_) => {
+            q.error(
+                name,
+                "must be a date such as 2026-11-29 or an RFC 3339 timestamp",
+            );
+            None
+        }
+    }
+}
+
+pub async fn get_usage(
+    State(app): State<AppState>,
+    caller: Caller,
+    Path(account): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<UsageView>, ApiError> {
+    caller.require(Scope::Read)?;
+    let mut q = QueryParams::parse(raw.as_deref(), &["meter", "from", "to", "granularity"])?;
+    if let Err(m) = check_any_account(&account) {
+        q.error("account", m);
+    }
+    let meter = q.text("meter");
+    if let Some(m) = &meter {
+        if let Err(message) = check_label(m) {
+            q.error("meter", message);
+        }
+    }
+    let from = day(&mut q, "from");
+    let to = day(&mut q, "to");
+    if let (Some(f), Some(t)) = (from, to) {
+        if t <= f {
+            q.error("to", "must be a later day than from (to is exclusive)");
+        }
+    }
+    let granularity = match q.text("granularity") {
+        None => Granularity::Day,
+        Some(g) => Granularity::parse(&g).unwrap_or_else(|| {
+            q.error("granularity", "must be day or month");
+            Granularity::Day
+        }),
+    };
+    q.finish()?;
+    let query = UsageQuery {
+        account,
+        meter,
+        from,
+        to,
+    };
+    let view = read_usage(app.writers.storage(), caller.tenant(), &query, granularity).await?;
+    Ok(Json(view))
+}

@@ -1,0 +1,59 @@
+//! The release of expired holds, by the server itself.
+//!
+//! Every `tally serve` process sweeps; none coordinates with the others.
+//! Exactly-once comes from the ledger, not from the sweepers: each expired
+//! hold gets the same intent everywhere (`Intent::expiry_release`, keyed by
+//! the hold), the UNIQUE key lets one entry through, and the hold's state,
+//! read under the tenant's head lock, turns a sweep that lost a race with a
+//! capture or release into a no-op.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::decide::Decision;
+use crate::intent::Intent;
+use crate::store::now_micros;
+use crate::writer::Writers;
+use crate::LedgerError;
+
+/// Holds released per sweep at most; the rest wait for the next tick.
+pub const SWEEP_BATCH: i64 = 1_000;
+
+/// Releases the holds that have expired; returns how many this call released.
+pub async fn sweep_expired_holds(writers: &Writers) -> Result<usize, LedgerError> {
+    let expired = writers
+        .storage()
+        .expired_holds(now_micros(), SWEEP_BATCH)
+        .await?;
+    let mut by_tenant: BTreeMap<String, Vec<Intent>> = BTreeMap::new();
+    for (tenant, hold_id) in expired {
+        by_tenant
+            .entry(tenant)
+            .or_default()
+            .push(Intent::expiry_release(&hold_id));
+    }
+    let mut released = 0;
+    for (tenant, intents) in by_tenant {
+        for decision in writers.decide_all(&tenant, intents).await? {
+            if matches!(decision, Decision::Created(_)) {
+                released += 1;
+            }
+        }
+    }
+    Ok(released)
+}
+
+/// Sweeps every `interval` until the process ends. Errors are logged and
+/// retried on the next tick: an expired hold is only released late, never lost.
+pub async fn run_hold_expiry(writers: Writers, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match sweep_expired_holds(&writers).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(released = n, "released expired holds"),
+            Err(e) => tracing::warn!(error = %e, "hold expiry sweep failed; retrying next tick"),
+        }
+    }
+}

@@ -1,0 +1,584 @@
+//! The usage-summaries projection in the database: its checkpoint, the
+//! projector round, reads, the rebuild and the fresh fold `tally verify`
+//! compares with. The fold itself is `crate::usage` (pure); the design is
+//! in `docs/usage-summaries.md`.
+//!
+//! A round reads the entries after the checkpoint outside any transaction
+//! (the log is immutable), folds them in memory, then in one short
+//! transaction locks the checkpoint row, re-checks it and adds the deltas.
+//! If another process advanced the checkpoint meanwhile, the round writes
+//! nothing: several `tally` processes may project one database and no
+//! entry is ever counted twice.
+
+use std::time::Duration;
+
+use chrono::NaiveDate;
+use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
+
+use super::{parse_decimal, EntryFilter, Storage, LOG_PAGE};
+use crate::amount::canonical;
+use crate::usage::{
+    reversal_target, UsageFold, UsageKey, UsageTotals, DAY_FORMAT, USAGE_PROJECTOR,
+};
+use crate::LedgerError;
+
+/// Most entries one projector round folds (and one transaction writes).
+pub const USAGE_PAGE: i64 = LOG_PAGE;
+
+/// SQLite allows 32,766 bound parameters per statement; 8 per row.
+const USAGE_ROWS_PER_INSERT: usize = 500;
+
+/// What `GET /v1/accounts/{account}/usage` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct UsageQuery {
+    pub account: String,
+    /// Only this meter (exact match).
+    pub meter: Option<String>,
+    /// First day included.
+    pub from: Option<NaiveDate>,
+    /// First day excluded.
+    pub to: Option<NaiveDate>,
+}
+
+/// Stored usage rows and the seqs they were read at, from one snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct UsageRead {
+    /// Day rows in (account, meter, day, unit) order.
+    pub rows: Vec<(UsageKey, UsageTotals)>,
+    /// The summaries hold every entry up to this seq.
+    pub checkpoint: i64,
+    /// The tenant's head seq.
+    pub head_seq: i64,
+}
+
+/// How a write of the projection ended.
+enum Written {
+    Done,
+    /// Another projector moved the checkpoint to this seq first; nothing
+    /// was written.
+    Stale(i64),
+}
+
+const SQLITE_LOCK_CHECKPOINT: &str =
+    "INSERT INTO projector_checkpoints (tenant_id, projector, seq) \
+     VALUES (?, ?, 0) ON CONFLICT (tenant_id, projector) DO NOTHING";
+const PG_LOCK_CHECKPOINT: &str = "INSERT INTO projector_checkpoints (tenant_id, projector, seq) \
+     VALUES ($1, $2, 0) ON CONFLICT (tenant_id, projector) DO NOTHING";
+
+fn decode_usage_row<'r, R>(row: &'r R) -> Result<(UsageKey, UsageTotals), LedgerError>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let text = |c: &'static str| row.try_get::<String, _>(c);
+    let day = text("day")?;
+    Ok((
+        UsageKey {
+            account: text("account")?,
+            meter: text("meter")?,
+            day: NaiveDate::parse_from_str(&day, DAY_FORMAT)
+                .map_err(|_| LedgerError::Corrupt(format!("usage day {day:?}")))?,
+            unit: text("unit")?,
+        },
+        UsageTotals {
+            quantity: parse_decimal(&text("quantity")?, "usage quantity")?,
+            amount: parse_decimal(&text("amount")?, "usage amount")?,
+            entries: row.try_get("entries")?,
+        },
+    ))
+}
+
+fn day_text(day: NaiveDate) -> String {
+    day.format(DAY_FORMAT).to_string()
+}
+
+impl Storage {
+    /// The seq up to which the usage summaries of `tenant` are complete.
+    pub async fn usage_checkpoint(&self, tenant: &str) -> Result<i64, LedgerError> {
+        let seq: Option<i64> =
+            match self {
+                Storage::Sqlite(s) => sqlx::query_scalar(
+                    "SELECT seq FROM projector_checkpoints WHERE tenant_id = ? AND projector = ?",
+                )
+                .bind(tenant)
+                .bind(USAGE_PROJECTOR)
+                .fetch_optional(&s.pool)
+                .await?,
+                Storage::Postgres(s) => sqlx::query_scalar(
+                    "SELECT seq FROM projector_checkpoints WHERE tenant_id = $1 AND projector = $2",
+                )
+                .bind(tenant)
+                .bind(USAGE_PROJECTOR)
+                .fetch_optional(&s.pool)
+                .await?,
+            };
+        Ok(seq.unwrap_or(0))
+    }
+
+    /// Folds `entries` into `fold`, looking up the entry each reversal names.
+    async fn fold_usage_entries(
+        &self,
+        tenant: &str,
+        entries: &[crate::entry::StoredEntry],
+        fold: &mut UsageFold,
+    ) -> Result<(), LedgerError> {
+        for e in entries {
+            let original = match reversal_target(e)? {
+                Some(id) => self.entry_by_id(tenant, &id).await?,
+                None => None,
+            };
+            fold.apply(e, original.as_ref())?;
+        }
+        Ok(())
+    }
+
+    /// One projector round: folds at most `max_entries` entries after the
+    /// checkpoint and adds them to the summaries, checkpoint and rows in one
+    /// transaction. Returns the checkpoint after the round (another
+    /// process's, if it got there first; then this round wrote nothing).
+    pub async fn project_usage(&self, tenant: &str, max_entries: i64) -> Result<i64, LedgerError> {
+        let checkpoint = self.usage_checkpoint(tenant).await?;
+        let page = self
+            .list_entries(
+                tenant,
+                &EntryFilter {
+                    after_seq: checkpoint,
+                    limit: max_entries.max(1),
+                    ..EntryFilter::default()
+                },
+            )
+            .await?;
+        let Some(last) = page.last() else {
+            return Ok(checkpoint);
+        };
+        let new_checkpoint = last.seq;
+        let mut delta = UsageFold::new();
+        self.fold_usage_entries(tenant, &page, &mut delta).await?;
+        match self
+            .write_usage(tenant, Some(checkpoint), new_checkpoint, &delta)
+            .await?
+        {
+            Written::Done => Ok(new_checkpoint),
+            Written::Stale(seq) => {
+                tracing::warn!(
+                    tenant,
+                    read = checkpoint,
+                    found = seq,
+                    "usage checkpoint moved by another projector; round dropped"
+                );
+                Ok(seq)
+            }
+        }
+    }
+
+    /// Projects `tenant` up to the head it has when called. Returns the
+    /// checkpoint reached.
+    pub async fn project_usage_to_head(&self, tenant: &str) -> Result<i64, LedgerError> {
+        let head = self.head(tenant).await?.seq;
+        let mut checkpoint = self.usage_checkpoint(tenant).await?;
+        while checkpoint < head {
+            let next = self.project_usage(tenant, USAGE_PAGE).await?;
+            if next == checkpoint {
+                // The log ends before the head we read: nothing to fold.
+                break;
+            }
+            checkpoint = next;
+        }
+        Ok(checkpoint)
+    }
+
+    /// Projects every tenant up to its head.
+    pub async fn project_usage_all(&self) -> Result<(), LedgerError> {
+        for tenant in self.tenants().await? {
+            self.project_usage_to_head(&tenant).await?;
+        }
+        Ok(())
+    }
+
+    /// The stored usage rows of one account, the checkpoint and the head,
+    /// read from one snapshot.
+    pub async fn usage_rows(&self, tenant: &str, q: &UsageQuery) -> Result<UsageRead, LedgerError> {
+        let from = q.from.map(day_text);
+        let to = q.to.map(day_text);
+        let mut read = UsageRead::default();
+        match self {
+            Storage::Sqlite(s) => {
+                // A WAL read transaction sees one snapshot from its first read.
+                let mut tx = s.pool.begin().await?;
+                let mut b = QueryBuilder::<sqlx::Sqlite>::new(
+                    "SELECT account, meter, day, unit, quantity, amount, entries \
+                     FROM usage_summaries WHERE tenant_id = ",
+                );
+                b.push_bind(tenant)
+                    .push(" AND account = ")
+                    .push_bind(&q.account);
+                if let Some(m) = &q.meter {
+                    b.push(" AND meter = ").push_bind(m);
+                }
+                if let Some(f) = &from {
+                    b.push(" AND day >= ").push_bind(f);
+                }
+                if let Some(t) = &to {
+                    b.push(" AND day < ").push_bind(t);
+                }
+                b.push(" ORDER BY meter, day, unit");
+                let rows = b.build().fetch_all(&mut *tx).await?;
+                let checkpoint: Option<i64> = sqlx::query_scalar(
+                    "SELECT seq FROM projector_checkpoints WHERE tenant_id = ? AND projector = ?",
+                )
+                .bind(tenant)
+                .bind(USAGE_PROJECTOR)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let head: Option<i64> =
+                    sqlx::query_scalar("SELECT seq FROM ledger_heads WHERE tenant_id = ?")
+                        .bind(tenant)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                tx.commit().await?;
+                read.rows = rows
+                    .iter()
+                    .map(decode_usage_row)
+                    .collect::<Result<_, _>>()?;
+                read.checkpoint = checkpoint.unwrap_or(0);
+                read.head_seq = head.unwrap_or(0);
+            }
+            Storage::Postgres(s) => {
+                let mut tx = s
+                    .pool
+                    .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    .await?;
+                let mut b = QueryBuilder::<sqlx::Postgres>::new(
+                    "SELECT account, meter, day, unit, quantity::text AS quantity, \
+                     amount::text AS amount, entries FROM usage_summaries WHERE tenant_id = ",
+                );
+                b.push_bind(tenant)
+                    .push(" AND account = ")
+                    .push_bind(&q.account);
+                if let Some(m) = &q.meter {
+                    b.push(" AND meter = ").push_bind(m);
+                }
+                if let Some(f) = &from {
+                    b.push(" AND day >= ").push_bind(f);
+                }
+                if let Some(t) = &to {
+                    b.push(" AND day < ").push_bind(t);
+                }
+                b.push(" ORDER BY meter, day, unit");
+                let rows = b.build().fetch_all(&mut *tx).await?;
+                let checkpoint: Option<i64> = sqlx::query_scalar(
+                    "SELECT seq FROM projector_checkpoints WHERE tenant_id = $1 AND projector = $2",
+                )
+                .bind(tenant)
+                .bind(USAGE_PROJECTOR)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let head: Option<i64> =
+                    sqlx::query_scalar("SELECT seq FROM ledger_heads WHERE tenant_id = $1")
+                        .bind(tenant)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                tx.commit().await?;
+                read.rows = rows
+                    .iter()
+                    .map(decode_usage_row)
+                    .collect::<Result<_, _>>()?;
+                read.checkpoint = checkpoint.unwrap_or(0);
+                read.head_seq = head.unwrap_or(0);
+            }
+        }
+        Ok(read)
+    }
+
+    /// Every stored usage row of `tenant` and the checkpoint they are
+    /// complete to, from one snapshot.
+    pub async fn stored_usage(&self, tenant: &str) -> Result<(UsageFold, i64), LedgerError> {
+        let (rows, checkpoint) = match self {
+            Storage::Sqlite(s) => {
+                let mut tx = s.pool.begin().await?;
+                let checkpoint: Option<i64> = sqlx::query_scalar(
+                    "SELECT seq FROM projector_checkpoints WHERE tenant_id = ? AND projector = ?",
+                )
+                .bind(tenant)
+                .bind(USAGE_PROJECTOR)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let rows = sqlx::query(
+                    "SELECT account, meter, day, unit, quantity, amount, entries \
+                     FROM usage_summaries WHERE tenant_id = ?",
+                )
+                .bind(tenant)
+                .fetch_all(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                let rows = rows
+                    .iter()
+                    .map(decode_usage_row)
+                    .collect::<Result<Vec<_>, _>>()?;
+                (rows, checkpoint)
+            }
+            Storage::Postgres(s) => {
+                let mut tx = s
+                    .pool
+                    .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    .await?;
+                let checkpoint: Option<i64> = sqlx::query_scalar(
+                    "SELECT seq FROM projector_checkpoints WHERE tenant_id = $1 AND projector = $2",
+                )
+                .bind(tenant)
+                .bind(USAGE_PROJECTOR)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let rows = sqlx::query(
+                    "SELECT account, meter, day, unit, quantity::text AS quantity, \
+                     amount::text AS amount, entries FROM usage_summaries WHERE tenant_id = $1",
+                )
+                .bind(tenant)
+                .fetch_all(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                let rows = rows
+                    .iter()
+                    .map(decode_usage_row)
+                    .collect::<Result<Vec<_>, _>>()?;
+                (rows, checkpoint)
+            }
+        };
+        let mut fold = UsageFold::new();
+        for (key, totals) in rows {
+            fold.add(key, &totals)?;
+        }
+        Ok((fold, checkpoint.unwrap_or(0)))
+    }
+
+    /// A fresh fold of `tenant`'s log from seq 1 to `upto` (inclusive).
+    /// `progress` is told the last seq folded after each page.
+    pub async fn fold_usage(
+        &self,
+        tenant: &str,
+        upto: i64,
+        mut progress: impl FnMut(i64),
+    ) -> Result<UsageFold, LedgerError> {
+        let mut fold = UsageFold::new();
+        let mut after = 0;
+        while after < upto {
+            let page = self
+                .list_entries(
+                    tenant,
+                    &EntryFilter {
+                        after_seq: after,
+                        limit: LOG_PAGE.min(upto - after),
+                        ..EntryFilter::default()
+                    },
+                )
+                .await?;
+            let Some(last) = page.last() else {
+                break;
+            };
+            after = last.seq;
+            self.fold_usage_entries(tenant, &page, &mut fold).await?;
+            progress(after);
+        }
+        Ok(fold)
+    }
+
+    /// Replaces `tenant`'s usage summaries with a fresh fold of its whole
+    /// log, rows and checkpoint in one transaction (readers see the old
+    /// summaries or the new ones, never none). Returns (seq folded to, rows).
+    pub async fn rebuild_usage(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
+        let head = self.head(tenant).await?.seq;
+        let fold = self.fold_usage(tenant, head, |_| {}).await?;
+        match self.write_usage(tenant, None, head, &fold).await? {
+            Written::Done => Ok((head, fold.len())),
+            // Unreachable: a replacing write never checks the checkpoint.
+            Written::Stale(seq) => Err(LedgerError::Unavailable(format!(
+                "usage checkpoint moved to {seq} during the rebuild"
+            ))),
+        }
+    }
+
+    /// Writes `fold` and the checkpoint `to` in one transaction, under the
+    /// checkpoint row's lock. With `expected`, `fold` holds deltas added to
+    /// the stored rows, and nothing is written unless the checkpoint is
+    /// still `expected`. Without it, `fold` replaces every row of the tenant.
+    async fn write_usage(
+        &self,
+        tenant: &str,
+        expected: Option<i64>,
+        to: i64,
+        fold: &UsageFold,
+    ) -> Result<Written, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => {
+                // BEGIN IMMEDIATE takes the database's write lock first.
+                let mut tx = s.pool.begin_with("BEGIN IMMEDIATE").await?;
+                sqlx::query(SQLITE_LOCK_CHECKPOINT)
+                    .bind(tenant)
+                    .bind(USAGE_PROJECTOR)
+                    .execute(&mut *tx)
+                    .await?;
+                let current: i64 = sqlx::query_scalar(
+                    "SELECT seq FROM projector_checkpoints WHERE tenant_id = ? AND projector = ?",
+                )
+                .bind(tenant)
+                .bind(USAGE_PROJECTOR)
+                .fetch_one(&mut *tx)
+                .await?;
+                match expected {
+                    Some(seq) if seq != current => {
+                        tx.rollback().await?;
+                        return Ok(Written::Stale(current));
+                    }
+                    Some(_) => {}
+                    None => {
+                        sqlx::query("DELETE FROM usage_summaries WHERE tenant_id = ?")
+                            .bind(tenant)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
+                // SQLite cannot add decimal text exactly: read the touched
+                // rows, add in Rust, write the sums.
+                let mut sums: Vec<(&UsageKey, UsageTotals)> = Vec::with_capacity(fold.len());
+                for (key, delta) in fold.iter() {
+                    let row = sqlx::query(
+                        "SELECT account, meter, day, unit, quantity, amount, entries \
+                         FROM usage_summaries WHERE tenant_id = ? AND account = ? AND meter = ? \
+                         AND day = ? AND unit = ?",
+                    )
+                    .bind(tenant)
+                    .bind(&key.account)
+                    .bind(&key.meter)
+                    .bind(day_text(key.day))
+                    .bind(&key.unit)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let sum = match row {
+                        Some(r) => decode_usage_row(&r)?.1.checked_add(delta)?,
+                        None => delta.clone(),
+                    };
+                    sums.push((key, sum));
+                }
+                for chunk in sums.chunks(USAGE_ROWS_PER_INSERT) {
+                    let mut b = QueryBuilder::<sqlx::Sqlite>::new(
+                        "INSERT INTO usage_summaries \
+                         (tenant_id, account, meter, day, unit, quantity, amount, entries) ",
+                    );
+                    b.push_values(chunk, |mut v, (key, t)| {
+                        v.push_bind(tenant)
+                            .push_bind(&key.account)
+                            .push_bind(&key.meter)
+                            .push_bind(day_text(key.day))
+                            .push_bind(&key.unit)
+                            .push_bind(canonical(t.quantity))
+                            .push_bind(canonical(t.amount))
+                            .push_bind(t.entries);
+                    });
+                    b.push(
+                        " ON CONFLICT (tenant_id, account, meter, day, unit) DO UPDATE SET \
+                         quantity = excluded.quantity, amount = excluded.amount, \
+                         entries = excluded.entries",
+                    );
+                    b.build().execute(&mut *tx).await?;
+                }
+                sqlx::query(
+                    "UPDATE projector_checkpoints SET seq = ? WHERE tenant_id = ? AND projector = ?",
+                )
+                .bind(to)
+                .bind(tenant)
+                .bind(USAGE_PROJECTOR)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+            }
+            Storage::Postgres(s) => {
+                let mut tx = s.pool.begin().await?;
+                sqlx::query(PG_LOCK_CHECKPOINT)
+                    .bind(tenant)
+                    .bind(USAGE_PROJECTOR)
+                    .execute(&mut *tx)
+                    .await?;
+                let current: i64 = sqlx::query_scalar(
+                    "SELECT seq FROM projector_checkpoints \
+                     WHERE tenant_id = $1 AND projector = $2 FOR UPDATE",
+                )
+                .bind(tenant)
+                .bind(USAGE_PROJECTOR)
+                .fetch_one(&mut *tx)
+                .await?;
+                match expected {
+                    Some(seq) if seq != current => {
+                        tx.rollback().await?;
+                        return Ok(Written::Stale(current));
+                    }
+                    Some(_) => {}
+                    None => {
+                        sqlx::query("DELETE FROM usage_summaries WHERE tenant_id = $1")
+                            .bind(tenant)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                }
+                // NUMERIC adds exactly: the database adds each delta to its row.
+                let rows: Vec<(&UsageKey, &UsageTotals)> = fold.iter().collect();
+                for chunk in rows.chunks(LOG_PAGE as usize) {
+                    let col = |f: fn(&UsageKey, &UsageTotals) -> String| {
+                        chunk.iter().map(|(k, t)| f(k, t)).collect::<Vec<String>>()
+                    };
+                    let entries: Vec<i64> = chunk.iter().map(|(_, t)| t.entries).collect();
+                    sqlx::query(
+                        "INSERT INTO usage_summaries \
+                           (tenant_id, account, meter, day, unit, quantity, amount, entries) \
+                         SELECT $1, r.account, r.meter, r.day, r.unit, r.quantity::numeric, \
+                                r.amount::numeric, r.entries \
+                         FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+                                     $7::text[], $8::int8[]) \
+                           AS r(account, meter, day, unit, quantity, amount, entries) \
+                         ON CONFLICT (tenant_id, account, meter, day, unit) DO UPDATE SET \
+                           quantity = usage_summaries.quantity + excluded.quantity, \
+                           amount = usage_summaries.amount + excluded.amount, \
+                           entries = usage_summaries.entries + excluded.entries",
+                    )
+                    .bind(tenant)
+                    .bind(col(|k, _| k.account.clone()))
+                    .bind(col(|k, _| k.meter.clone()))
+                    .bind(col(|k, _| day_text(k.day)))
+                    .bind(col(|k, _| k.unit.clone()))
+                    .bind(col(|_, t| canonical(t.quantity)))
+                    .bind(col(|_, t| canonical(t.amount)))
+                    .bind(entries)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                sqlx::query(
+                    "UPDATE projector_checkpoints SET seq = $1 \
+                     WHERE tenant_id = $2 AND projector = $3",
+                )
+                .bind(to)
+                .bind(tenant)
+                .bind(USAGE_PROJECTOR)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+            }
+        }
+        Ok(Written::Done)
+    }
+}
+
+/// The usage projector of `tally serve`: every `every`, projects every
+/// tenant up to its head. Errors are logged and retried on the next tick;
+/// the task never ends on its own.
+pub async fn run_usage_projector(storage: Storage, every: Duration) {
+    // The first round runs one interval after start, not at once.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = storage.project_usage_all().await {
+            tracing::warn!(error = %e, "usage projection failed; will retry");
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! Usage summaries: per tenant, account, meter, UTC day and unit, the
+//! quantity, amount and number of posted usage debits, net of reversals.
+//!
+//! This file is the pure fold (no I/O): the projector that keeps the
+//! `usage_summaries` table, `tally projections rebuild` and `tally verify`
+//! all fold entries through [`UsageFold::apply`], so "a rebuild is identical"
+//! holds by construction. The SQL is in `store/usage.rs`; the design is in
+//! `docs/usage-summaries.md`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use rust_decimal::Decimal;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::amount::canonical;
+use crate::entry::{EntryStatus, StoredEntry};
+use crate::intent::EntryKind;
+use crate::store::{Storage, UsageQuery};
+use crate::LedgerError;
+
+/// The name of the usage projector's row in `projector_checkpoints`.
+pub const USAGE_PROJECTOR: &str = "usage";
+
+/// The text form of a day in the database and in responses.
+pub const DAY_FORMAT: &str = "%Y-%m-%d";
+
+/// One row of the summary: whose usage, of what, on which UTC day, in which unit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UsageKey {
+    pub account: String,
+    /// `""` when the entry names no meter.
+    pub meter: String,
+    pub day: NaiveDate,
+    pub unit: String,
+}
+
+/// What one key adds up to. Deltas (a reversal) may be negative.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageTotals {
+    pub quantity: Decimal,
+    pub amount: Decimal,
+    pub entries: i64,
+}
+
+impl UsageTotals {
+    /// `self + other`, refusing to overflow.
+    pub fn checked_add(&self, other: &UsageTotals) -> Result<UsageTotals, LedgerError> {
+        let overflow = || LedgerError::Corrupt("usage total overflows".to_owned());
+        Ok(UsageTotals {
+            quantity: self
+                .quantity
+                .checked_add(other.quantity)
+                .ok_or_else(overflow)?,
+            amount: self.amount.checked_add(other.amount).ok_or_else(overflow)?,
+            entries: self
+                .entries
+                .checked_add(other.entries)
+                .ok_or_else(overflow)?,
+        })
+    }
+
+    fn negated(&self) -> UsageTotals {
+        UsageTotals {
+            quantity: -self.quantity,
+            amount: -self.amount,
+            entries: -self.entries,
+        }
+    }
+
+    /// True when every total is zero (a day whose usage was all reversed).
+    pub fn is_zero(&self) -> bool {
+        self.quantity.is_zero() && self.amount.is_zero() && self.entries == 0
+    }
+}
+
+fn params_of(entry: &StoredEntry) -> Result<Map<String, Value>, LedgerError> {
+    serde_json::from_str(&entry.params)
+        .map_err(|_| LedgerError::Corrupt(format!("params of entry {} are not JSON", entry.id)))
+}
+
+/// The key and totals a posted usage debit contributes; `None` for any
+/// other entry.
+pub fn usage_of(entry: &StoredEntry) -> Result<Option<(UsageKey, UsageTotals)>, LedgerError> {
+    if entry.kind != EntryKind::UsageDebit || entry.status != EntryStatus::Posted {
+        return Ok(None);
+    }
+    let params = params_of(entry)?;
+    let text = |k: &str| params.get(k).and_then(Value::as_str);
+    let quantity = match text("quantity") {
+        None => Decimal::ZERO,
+        Some(q) => crate::amount::parse_exact(q, false).map_err(|m| {
+            LedgerError::Corrupt(format!("quantity {q:?} of entry {} {m}", entry.id))
+        })?,
+    };
+    // Usage belongs to the day it happened (UTC) when the client said so,
+    // else to the day it was recorded.
+    let day = text("occurred_at")
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc).date_naive())
+        .unwrap_or_else(|| entry.recorded_at.date_naive());
+    Ok(Some((
+        UsageKey {
+            account: entry.account.clone(),
+            meter: text("meter").unwrap_or_default().to_owned(),
+            day,
+            unit: entry.unit.clone(),
+        },
+        UsageTotals {
+            quantity,
+            amount: entry.amount,
+            entries: 1,
+        },
+    )))
+}
+
+/// The entry a posted reversal names (its `entry_id` parameter), which must
+/// be looked up before the reversal can be folded. `None` for any other entry.
+pub fn reversal_target(entry: &StoredEntry) -> Result<Option<String>, LedgerError> {
+    if entry.kind != EntryKind::Reversal || entry.status != EntryStatus::Posted {
+        return Ok(None);
+    }
+    Ok(params_of(entry)?
+        .get("entry_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned))
+}
+
+/// Usage summaries folded from entries, in memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageFold {
+    totals: BTreeMap<UsageKey, UsageTotals>,
+}
+
+impl UsageFold {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Folds one entry. `original` is the entry [`reversal_target`] named,
+    /// if the entry is a reversal (ignored otherwise): a reversal of a
+    /// posted usage debit takes that debit's totals back out of the
+    /// debit's own key (its day and meter). Every other entry changes nothing.
+    pub fn apply(
+        &mut self,
+        entry: &StoredEntry,
+        original: Option<&StoredEntry>,
+    ) -> Result<(), LedgerError> {
+        if let Some((key, totals)) = usage_of(entry)? {
+            return self.add(key, &totals);
+        }
+        if entry.kind != EntryKind::Reversal || entry.status != EntryStatus::Posted {
+            return Ok(());
+        }
+        let Some(original) = original else {
+            return Ok(());
+        };
+        if original.tenant_id != entry.tenant_id || original.seq >= entry.seq {
+            return Ok(());
+        }
+        if let Some((key, totals)) = usage_of(original)? {
+            self.add(key, &totals.negated())?;
+        }
+        Ok(())
+    }
+
+    /// Adds `delta` to `key`'s totals. A key once touched stays in the fold
+    /// even if it nets to zero, so the rows written do not depend on how
+    /// the log was cut into rounds.
+    pub fn add(&mut self, key: UsageKey, delta: &UsageTotals) -> Result<(), LedgerError> {
+        let slot = self.totals.entry(key).or_default();
+        *slot = slot.checked_add(delta)?;
+        Ok(())
+    }
+
+    pub fn get(&self, key: &UsageKey) -> Option<&UsageTotals> {
+        self.totals.get(key)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&UsageKey, &UsageTotals)> {
+        self.totals.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.totals.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.totals.is_empty()
+    }
+}
+
+/// How `GET /v1/accounts/{account}/usage` groups days.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Granularity {
+    #[default]
+    Day,
+    Month,
+}
+
+impl Granularity {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "day" => Some(Granularity::Day),
+            "month" => Some(Granularity::Month),
+            _ => None,
+        }
+    }
+
+    fn period(self, day: NaiveDate) -> String {
+        match self {
+            Granularity::Day => day.format(DAY_FORMAT).to_string(),
+            Granularity::Month => day.format("%Y-%m").to_string(),
+        }
+    }
+}
+
+/// One period of one meter in one unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsagePeriod {
+    /// `YYYY-MM-DD` or `YYYY-MM`.
+    pub period: String,
+    pub meter: Option<String>,
+    pub unit: String,
+    pub quantity: String,
+    pub amount: String,
+    pub entries: i64,
+}
+
+/// The body of `GET /v1/accounts/{account}/usage`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsageView {
+    pub account: String,
+    pub granularity: Granularity,
+    /// The summaries include every entry up to this seq, none after it.
+    pub current_as_of_seq: i64,
+    /// The tenant's last seq when the summaries were read.
+    pub head_seq: i64,
+    pub usage: Vec<UsagePeriod>,
+}
+
+/// Groups stored day rows into periods, sorted by period, meter and unit.
+/// Periods whose usage nets to nothing (all reversed) are left out.
+pub fn summarise(
+    rows: &[(UsageKey, UsageTotals)],
+    granularity: Granularity,
+) -> Result<Vec<UsagePeriod>, LedgerError> {
+    let mut periods: BTreeMap<(String, String, String), UsageTotals> = BTreeMap::new();
+    for (key, totals) in rows {
+        let slot = periods
+            .entry((
+                granularity.period(key.day),
+                key.meter.clone(),
+                key.unit.clone(),
+            ))
+            .or_default();
+        *slot = slot.checked_add(totals)?;
+    }
+    Ok(periods
+        .into_iter()
+        .filter(|(_, t)| !t.is_zero())
+        .map(|((period, meter, unit), t)| UsagePeriod {
+            period,
+            meter: (!meter.is_empty()).then_some(meter),
+            unit,
+            quantity: canonical(t.quantity),
+            amount: canonical(t.amount),
+            entries: t.entries,
+        })
+        .collect())
+}
+
+/// Reads `account`'s usage summaries as the projector last left them.
+pub async fn read_usage(
+    storage: &Storage,
+    tenant: &str,
+    query: &UsageQuery,
+    granularity: Granularity,
+) -> Result<UsageView, LedgerError> {
+    let read = storage.usage_rows(tenant, query).await?;
+    Ok(UsageView {
+        account: query.account.clone(),
+        granularity,
+        current_as_of_seq: read.checkpoint,
+        head_seq: read.head_seq,
+        usage: summarise(&read.rows, granularity)?,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn entry(seq: i64, kind: EntryKind, account: &str, amount: &str, params: Value) -> StoredEntry {
+        StoredEntry {
+            tenant_id: "t".into(),
+            seq,
+            id: format!("ent_{seq}"),
+            kind,
+            upstream_id: format!("u{seq}"),
+            status: EntryStatus::Posted,
+            rejection_code: None,
+            rejection_message: None,
+            account: account.into(),
+            debit_account: account.into(),
+            credit_account: "@revenue".into(),
+            amount: Decimal::from_str(amount).unwrap(),
+            unit: "USD".into(),
+            params: params.to_string(),
+            fingerprint: String::new(),
+            recorded_at: DateTime::parse_from_rfc3339("2026-12-01T12:00:00Z")
+                .unwrap()
+                .with_timezone(&Utc),
+            balance_after: Decimal::ZERO,
+            prev_hash: String::new(),
+            hash: String::new(),
+        }
+    }
+
+    fn key(meter: &str, day: &str) -> UsageKey {
+        UsageKey {
+            account: "c".into(),
+            meter: meter.into(),
+            day: NaiveDate::parse_from_str(day, DAY_FORMAT).unwrap(),
+            unit: "USD".into(),
+        }
+    }
+
+    fn d(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn folds_debits_by_utc_day_and_meter_and_takes_reversals_back_out() {
+        let e1 = entry(
+            1,
+            EntryKind::UsageDebit,
+            "c",
+            "0.01",
+            serde_json::json!({"meter": "tok", "quantity": "1000", "occurred_at": "2026-11-29T23:30:00-01:00"}),
+        );
+        let e2 = entry(
+            2,
+            EntryKind::UsageDebit,
+            "c",
+            "0.0025",
+            serde_json::json!({"meter": "tok", "quantity": "250", "occurred_at": "2026-11-30T00:10:00Z"}),
+        );
+        let e3 = entry(3, EntryKind::UsageDebit, "c", "2", serde_json::json!({}));
+        let pay = entry(4, EntryKind::Payment, "c", "5", serde_json::json!({}));
+        let rev = entry(
+            5,
+            EntryKind::Reversal,
+            "c",
+            "0.0025",
+            serde_json::json!({"entry_id": "ent_2", "reason": "oops"}),
+        );
+        let mut fold = UsageFold::new();
+        for e in [&e1, &e2, &e3, &pay] {
+            fold.apply(e, None).unwrap();
+        }
+        assert_eq!(reversal_target(&rev).unwrap().as_deref(), Some("ent_2"));
+        assert_eq!(reversal_target(&e1).unwrap(), None);
+        fold.apply(&rev, Some(&e2)).unwrap();
+        assert_eq!(fold.len(), 2);
+        // 23:30 at UTC-1 is 00:30 UTC on the 30th.
+        assert_eq!(
+            fold.get(&key("tok", "2026-11-30")).unwrap(),
+            &UsageTotals {
+                quantity: d("1000"),
+                amount: d("0.01"),
+                entries: 1
+            }
+        );
+        assert_eq!(
+            fold.get(&key("", "2026-12-01")).unwrap(),
+            &UsageTotals {
+                quantity: Decimal::ZERO,
+                amount: d("2"),
+                entries: 1
+            }
+        );
+
+        let rows: Vec<_> = fold.iter().map(|(k, t)| (k.clone(), t.clone())).collect();
+        let days = summarise(&rows, Granularity::Day).unwrap();
+        assert_eq!(days.len(), 2);
+        assert_eq!(days[0].period, "2026-11-30");
+        assert_eq!(days[0].meter.as_deref(), Some("tok"));
+        assert_eq!(days[1].meter, None);
+        let months = summarise(&rows, Granularity::Month).unwrap();
+        assert_eq!(months[0].period, "2026-11");
+        assert_eq!(months[1].period, "2026-12");
+    }
+
+    #[test]
+    fn a_fold_does_not_depend_on_how_the_log_is_cut() {
+        let entries: Vec<StoredEntry> = (1..=20)
+            .map(|i| {
+                entry(
+                    i,
+                    EntryKind::UsageDebit,
+                    if i % 2 == 0 { "c" } else { "d" },
+                    "0.3",
+                    serde_json::json!({"meter": "m", "quantity": "3", "occurred_at": format!("2026-11-{:02}T10:00:00Z", i)}),
+                )
+            })
+            .collect();
+        let mut whole = UsageFold::new();
+        for e in &entries {
+            whole.apply(e, None).unwrap();
+        }
+        let mut stored = UsageFold::new();
+        for chunk in entries.chunks(7) {
+            let mut delta = UsageFold::new();
+            for e in chunk {
+                delta.apply(e, None).unwrap();
+            }
+            for (k, t) in delta.iter() {
+                stored.add(k.clone(), t).unwrap();
+            }
+        }
+        assert_eq!(whole, stored);
+    }
+
+    #[test]
+    fn reversals_of_anything_but_a_posted_usage_debit_change_nothing() {
+        let pay = entry(1, EntryKind::Payment, "c", "5", serde_json::json!({}));
+        let rev = entry(
+            2,
+            EntryKind::Reversal,
+            "c",
+            "5",
+            serde_json::json!({"entry_id": "ent_1"}),
+        );
+        let mut fold = UsageFold::new();
+        fold.apply(&pay, None).unwrap();
+        fold.apply(&rev, Some(&pay)).unwrap();
+        fold.apply(&rev, None).unwrap();
+        assert!(fold.is_empty());
+    }
+}
