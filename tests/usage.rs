@@ -17,28 +17,8 @@ engine_tests!(
     verify_compares_the_usage_rows_with_a_fresh_fold,
     two_servers_projecting_one_database_never_double_count,
     bad_query_parameters_are_refused,
+    a_reversal_of_a_usage_debit_subtracts_it,
 );
-
-/// Tests that need an endpoint another change adds.
-mod pending {
-    mod sqlite {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        #[ignore = "needs POST /v1/reversals"]
-        async fn a_reversal_of_a_usage_debit_subtracts_it() {
-            super::super::a_reversal_of_a_usage_debit_subtracts_it(crate::common::Engine::Sqlite)
-                .await
-        }
-    }
-    mod postgres {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        #[ignore = "needs POST /v1/reversals"]
-        async fn a_reversal_of_a_usage_debit_subtracts_it() {
-            if let Some(engine) = crate::common::Engine::postgres() {
-                super::super::a_reversal_of_a_usage_debit_subtracts_it(engine).await
-            }
-        }
-    }
-}
 
 fn usage_debit(id: &str, account: &str, amount: &str, extra: Value) -> Value {
     let mut body = debit(id, account, amount);

@@ -300,11 +300,8 @@ fn decide_one(
         Ok(plan) => plan,
         Err(refusal) => return Decision::Refused(refusal),
     };
-    for (field, account) in [
-        ("account", &plan.debit_account),
-        ("account", &plan.credit_account),
-    ] {
-        if let Err(refusal) = check_unit(state, intent, field, account, &plan.unit) {
+    for account in [&plan.debit_account, &plan.credit_account] {
+        if let Err(refusal) = check_unit(state, intent, account, &plan.unit) {
             return Decision::Refused(refusal);
         }
     }
@@ -318,7 +315,6 @@ fn decide_one(
 fn check_unit(
     state: &GroupState,
     intent: &Intent,
-    _field: &'static str,
     account: &str,
     unit: &str,
 ) -> Result<(), Refusal> {

@@ -408,6 +408,17 @@ impl Server {
         .await
     }
 
+    pub async fn put(&self, path: &str, key: &str, body: &Value) -> Resp {
+        self.send(
+            self.client
+                .put(format!("{}{path}", self.base))
+                .bearer_auth(key)
+                .header("content-type", "application/json")
+                .body(body.to_string()),
+        )
+        .await
+    }
+
     pub async fn get(&self, path: &str, key: &str) -> Resp {
         self.send(
             self.client

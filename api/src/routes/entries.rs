@@ -7,6 +7,7 @@ use tally_ledger::entry::EntryView;
 use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::check_any_account;
+use tally_ledger::state::{StateKey, StateValue};
 use tally_ledger::store::EntryFilter;
 
 use super::query::QueryParams;
@@ -24,13 +25,21 @@ pub async fn get_entry(
     Path(id): Path<String>,
 ) -> Result<Json<EntryView>, ApiError> {
     caller.require(Scope::Read)?;
-    let entry = app
-        .writers
-        .storage()
+    let storage = app.writers.storage();
+    let entry = storage
         .entry_by_id(caller.tenant(), &id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    Ok(Json(entry.view()))
+    let mut view = entry.view();
+    // The entry itself never changes; its reversal is a later entry that
+    // this read points to.
+    if let Some(StateValue::ReversedBy(by)) = storage
+        .record(caller.tenant(), &StateKey::Reversal(entry.id.clone()))
+        .await?
+    {
+        view.reversed_by = Some(by);
+    }
+    Ok(Json(view))
 }
 
 #[derive(Serialize)]

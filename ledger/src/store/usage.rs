@@ -162,7 +162,7 @@ impl Storage {
         {
             Written::Done => Ok(new_checkpoint),
             Written::Stale(seq) => {
-                tracing::warn!(
+                tracing::debug!(
                     tenant,
                     read = checkpoint,
                     found = seq,
@@ -189,12 +189,16 @@ impl Storage {
         Ok(checkpoint)
     }
 
-    /// Projects every tenant up to its head.
-    pub async fn project_usage_all(&self) -> Result<(), LedgerError> {
-        for tenant in self.tenants().await? {
-            self.project_usage_to_head(&tenant).await?;
-        }
-        Ok(())
+    /// Tenants whose usage checkpoint is behind their head, in one query.
+    pub async fn usage_lagging_tenants(&self) -> Result<Vec<String>, LedgerError> {
+        const SQL: &str = "SELECT h.tenant_id FROM ledger_heads h \
+             LEFT JOIN projector_checkpoints c \
+               ON c.tenant_id = h.tenant_id AND c.projector = 'usage' \
+             WHERE h.seq > COALESCE(c.seq, 0) ORDER BY h.tenant_id";
+        Ok(match self {
+            Storage::Sqlite(s) => sqlx::query_scalar(SQL).fetch_all(&s.pool).await?,
+            Storage::Postgres(s) => sqlx::query_scalar(SQL).fetch_all(&s.pool).await?,
+        })
     }
 
     /// The stored usage rows of one account, the checkpoint and the head,
@@ -569,7 +573,7 @@ impl Storage {
 }
 
 /// The usage projector of `tally serve`: every `every`, projects every
-/// tenant up to its head. Errors are logged and retried on the next tick;
+/// tenant that is behind up to its head. Errors are logged and retried on the next tick;
 /// the task never ends on its own.
 pub async fn run_usage_projector(storage: Storage, every: Duration) {
     // The first round runs one interval after start, not at once.
@@ -577,8 +581,18 @@ pub async fn run_usage_projector(storage: Storage, every: Duration) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if let Err(e) = storage.project_usage_all().await {
-            tracing::warn!(error = %e, "usage projection failed; will retry");
+        let tenants = match storage.usage_lagging_tenants().await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "usage projection failed; will retry");
+                continue;
+            }
+        };
+        // A tenant that fails does not hold up the others.
+        for tenant in tenants {
+            if let Err(e) = storage.project_usage_to_head(&tenant).await {
+                tracing::warn!(tenant, error = %e, "usage projection failed; will retry");
+            }
         }
     }
 }
