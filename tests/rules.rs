@@ -19,6 +19,7 @@ engine_tests!(
     reversals_compensate_once,
     adjustments_need_admin_and_skip_the_floor,
     verify_and_rebuild_cover_holds_and_settings,
+    a_batch_takes_holds_refunds_and_reversals_in_order,
 );
 
 const ALL: &str = "post,read,admin,audit";
@@ -652,4 +653,29 @@ async fn verify_and_rebuild_cover_holds_and_settings(engine: Engine) {
     let (ok, out, err) = ledger.tally(&["verify"]).await;
     assert!(!ok, "{out} {err}");
     assert!(format!("{out}{err}").contains("h1"), "{out} {err}");
+}
+
+async fn a_batch_takes_holds_refunds_and_reversals_in_order(engine: Engine) {
+    let (ledger, server, key) = setup(engine).await;
+    let d = server.post("/v1/usage-debits", &key, &debit("u1", "cust", "1")).await.json();
+    let ops = json!({"operations": [
+        {"type": "payment", "payment_id": "p1", "account": "cust", "amount": "10", "unit": "USD"},
+        // The refund names the payment made just before it, in the same group.
+        {"type": "refund", "refund_id": "r1", "payment_id": "p1", "amount": "4"},
+        {"type": "refund", "refund_id": "r2", "payment_id": "p1", "amount": "7"},
+        {"type": "hold", "hold_id": "h1", "account": "cust", "amount": "2", "unit": "USD", "ttl_seconds": 600},
+        {"type": "reversal", "reversal_id": "rv1", "entry_id": d["id"], "reason": "test"},
+        {"type": "adjustment", "adjustment_id": "a1", "account": "cust", "amount": "1", "direction": "credit", "reason": "x"},
+    ]});
+    let r = server.post("/v1/batch", &key, &ops).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let results = r.json()["results"].as_array().unwrap().clone();
+    let statuses: Vec<i64> = results.iter().map(|x| x["status"].as_i64().unwrap()).collect();
+    assert_eq!(statuses, vec![201, 201, 422, 201, 201, 422]);
+    assert_eq!(results[2]["problem"]["code"], "refund_exceeds_payment");
+    assert_eq!(results[5]["problem"]["errors"][0]["field"], "type");
+    let b = server.balance(&key, "cust").await;
+    assert_eq!((b["posted"].as_str(), b["held"].as_str()), (Some("6"), Some("2")));
+    let (ok, out, _) = ledger.tally(&["verify"]).await;
+    assert!(ok, "{out}");
 }

@@ -169,6 +169,7 @@ pub(crate) async fn run<T: GroupTransaction>(
             _ => {}
         }
     }
+    let requested: std::collections::HashSet<StateKey> = record_keys.iter().cloned().collect();
     load_records(&mut tx, tenant, &mut state, record_keys).await?;
     let mut accounts: Vec<String> = Vec::new();
     for i in &live {
@@ -206,7 +207,7 @@ pub(crate) async fn run<T: GroupTransaction>(
         .iter()
         .filter(|a| !is_system_account(a))
         .map(|a| StateKey::Account(a.clone()))
-        .filter(|k| !state.records.contains_key(k))
+        .filter(|k| !requested.contains(k))
         .collect();
     load_records(&mut tx, tenant, &mut state, more_settings).await?;
 
