@@ -242,6 +242,20 @@ async fn holds_reserve_capture_and_release_once(engine: Engine) {
         ),
         (Some("10"), Some("8"), Some("2"))
     );
+    // A retried hold is the same hold (its expiry included); another amount is a conflict.
+    let again = server
+        .post("/v1/holds", &key, &hold("h1", "cust", "8.00", 600))
+        .await;
+    assert_eq!(
+        (again.status, again.replayed(), again.body == r.body),
+        (200, true, true)
+    );
+    let other = server
+        .post("/v1/holds", &key, &hold("h1", "cust", "9", 600))
+        .await;
+    assert_eq!(other.status, 409);
+    assert_eq!(other.json()["differing_fields"], json!(["amount"]));
+    assert_eq!(server.balance(&key, "cust").await["held"], "8");
     // The floor counts what is held.
     let r = server
         .post("/v1/usage-debits", &key, &debit("u1", "cust", "3"))
@@ -657,7 +671,10 @@ async fn verify_and_rebuild_cover_holds_and_settings(engine: Engine) {
 
 async fn a_batch_takes_holds_refunds_and_reversals_in_order(engine: Engine) {
     let (ledger, server, key) = setup(engine).await;
-    let d = server.post("/v1/usage-debits", &key, &debit("u1", "cust", "1")).await.json();
+    let d = server
+        .post("/v1/usage-debits", &key, &debit("u1", "cust", "1"))
+        .await
+        .json();
     let ops = json!({"operations": [
         {"type": "payment", "payment_id": "p1", "account": "cust", "amount": "10", "unit": "USD"},
         // The refund names the payment made just before it, in the same group.
@@ -670,12 +687,18 @@ async fn a_batch_takes_holds_refunds_and_reversals_in_order(engine: Engine) {
     let r = server.post("/v1/batch", &key, &ops).await;
     assert_eq!(r.status, 200, "{r:?}");
     let results = r.json()["results"].as_array().unwrap().clone();
-    let statuses: Vec<i64> = results.iter().map(|x| x["status"].as_i64().unwrap()).collect();
+    let statuses: Vec<i64> = results
+        .iter()
+        .map(|x| x["status"].as_i64().unwrap())
+        .collect();
     assert_eq!(statuses, vec![201, 201, 422, 201, 201, 422]);
     assert_eq!(results[2]["problem"]["code"], "refund_exceeds_payment");
     assert_eq!(results[5]["problem"]["errors"][0]["field"], "type");
     let b = server.balance(&key, "cust").await;
-    assert_eq!((b["posted"].as_str(), b["held"].as_str()), (Some("6"), Some("2")));
+    assert_eq!(
+        (b["posted"].as_str(), b["held"].as_str()),
+        (Some("6"), Some("2"))
+    );
     let (ok, out, _) = ledger.tally(&["verify"]).await;
     assert!(ok, "{out}");
 }

@@ -345,6 +345,9 @@ async fn concurrent_captures_of_one_hold(engine: Engine) {
     let entries = s[1].all_entries(&key).await;
     assert_eq!(entries.len(), 24);
     gap_free(&entries);
+    let captures = posted_captures(&entries);
+    assert_eq!(captures.get("h1"), Some(&1), "{captures:?}");
+    assert_eq!(captures.get("h2"), Some(&1), "{captures:?}");
     verify(&ledger).await;
 }
 
@@ -417,6 +420,18 @@ fn expiry_releases(entries: &[Value]) -> BTreeMap<String, Vec<Value>> {
                 .strip_prefix("@expired:")
                 .unwrap_or_else(|| panic!("only the server releases here: {e}"));
             out.entry(hold_id.to_owned()).or_default().push(e.clone());
+        }
+    }
+    out
+}
+
+/// How many posted captures the log holds, by hold id.
+fn posted_captures(entries: &[Value]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for e in entries {
+        if e["kind"] == "hold_capture" && e["status"] == "posted" {
+            *out.entry(e["hold_id"].as_str().unwrap().to_owned())
+                .or_default() += 1;
         }
     }
     out
@@ -584,12 +599,23 @@ async fn hold_and_capture_racing_the_expiry(engine: Engine) {
     let entries = s[1].all_entries(&key).await;
     gap_free(&entries);
     let releases = expiry_releases(&entries);
+    let captures = posted_captures(&entries);
     let mut captured = 0;
     let mut summary = Vec::new();
     for (hold_id, offset, r) in &outcomes {
         let h = get_hold(&s[1], &key, hold_id).await;
         let released = releases.get(hold_id).map(Vec::len).unwrap_or(0);
-        summary.push(format!("{offset}ms→{}", r.status));
+        let posted_capture = captures.get(hold_id).copied().unwrap_or(0);
+        assert_eq!(
+            posted_capture + released,
+            1,
+            "{hold_id} is captured or released, never both, never neither"
+        );
+        summary.push(if r.status == 201 {
+            format!("{offset}ms→201")
+        } else {
+            format!("{offset}ms→422 {}", r.code())
+        });
         if r.status == 201 {
             captured += 1;
             let capture = r.json();

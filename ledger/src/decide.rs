@@ -906,4 +906,92 @@ mod tests {
         ));
         assert_eq!(state.head, Head::EMPTY);
     }
+
+    fn settings(account: &str, overdraft: crate::state::Overdraft) -> Intent {
+        let body = json!({"unit": "USD", "overdraft": overdraft.to_json()});
+        Intent::settings(account, body.as_object().unwrap().clone()).unwrap()
+    }
+
+    fn payment(id: &str, account: &str, amount: &str) -> Intent {
+        Intent::payment(
+            json!({"payment_id": id, "account": account, "amount": amount, "unit": "USD"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn debits_of_one_group_are_held_to_the_floor_one_after_another() {
+        let mut state = empty_state();
+        let mut intents = vec![
+            settings("c", crate::state::Overdraft::Forbid),
+            payment("p", "c", "3"),
+        ];
+        for i in 0..5 {
+            intents.push(debit(&format!("u{i}"), "c", "1", "USD"));
+        }
+        let refs: Vec<&Intent> = intents.iter().collect();
+        let out = decide_group(&mut state, &refs, Utc::now(), ids());
+        let statuses: Vec<&str> = out
+            .new_entries
+            .iter()
+            .map(|e| e.rejection_code.as_deref().unwrap_or("posted"))
+            .collect();
+        assert_eq!(
+            statuses,
+            vec![
+                "posted",
+                "posted",
+                "posted",
+                "posted",
+                "posted",
+                "insufficient_funds",
+                "insufficient_funds"
+            ]
+        );
+        assert_eq!(
+            state.balance("c", "USD").available(),
+            rust_decimal::Decimal::ZERO
+        );
+        // Rejections take a seq and chain like any entry.
+        assert_eq!(state.head.seq, 7);
+    }
+
+    #[test]
+    fn a_hold_made_earlier_in_the_group_is_captured_once() {
+        let mut state = empty_state();
+        let hold = Intent::hold(
+            json!({"hold_id": "h", "account": "c", "amount": "5", "unit": "USD", "ttl_seconds": 60})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
+        let capture = |id: &str| {
+            Intent::capture(
+                "h",
+                json!({"capture_id": id, "amount": "2"})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            )
+            .unwrap()
+        };
+        let (c1, c2) = (capture("c1"), capture("c2"));
+        let out = decide_group(&mut state, &[&hold, &c1, &c2], Utc::now(), ids());
+        let codes: Vec<Option<&str>> = out
+            .new_entries
+            .iter()
+            .map(|e| e.rejection_code.as_deref())
+            .collect();
+        assert_eq!(codes, vec![None, None, Some("hold_not_open")]);
+        let b = state.balance("c", "USD");
+        assert_eq!(
+            (b.posted().to_string(), b.held.to_string()),
+            ("-2".into(), "0".into())
+        );
+        assert!(out.touched_records.contains(&StateKey::Hold("h".into())));
+    }
 }
