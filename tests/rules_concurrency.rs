@@ -456,7 +456,6 @@ async fn expired_holds_are_released_exactly_once_by_many_processes(engine: Engin
     for r in all_at_once(calls, &key).await {
         assert_eq!(r.status, 201, "{r:?}");
     }
-    assert_eq!(s[1].balance(&key, "cust").await["held"], "25");
 
     let ids: Vec<String> = (0..20).map(|i| format!("exp_{i}")).collect();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);

@@ -459,22 +459,17 @@ impl GroupTransaction for PgGroup {
         tenant: &str,
         ids: &[&str],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        let mut found = Vec::new();
-        for chunk in ids.chunks(1_000) {
-            let mut q = QueryBuilder::<Postgres>::new(format!(
-                "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
-            ));
-            q.push_bind(tenant).push(" AND id IN (");
-            let mut sep = q.separated(", ");
-            for id in chunk {
-                sep.push_bind(*id);
-            }
-            q.push(")");
-            for row in q.build().fetch_all(&mut *self.tx).await? {
-                found.push(entry(&row)?);
-            }
-        }
-        Ok(found)
+        let sql = format!(
+            "SELECT e.* FROM UNNEST($2::text[]) AS k(id) \
+             CROSS JOIN LATERAL (SELECT {ENTRY_COLUMNS} FROM entries \
+               WHERE tenant_id = $1 AND id = k.id OFFSET 0) e"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(tenant)
+            .bind(ids)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(entry).collect()
     }
 
     async fn records_of(
@@ -482,30 +477,29 @@ impl GroupTransaction for PgGroup {
         tenant: &str,
         keys: &[StateKey],
     ) -> Result<Vec<(String, String, String)>, LedgerError> {
-        let mut out = Vec::new();
-        for chunk in keys.chunks(1_000) {
-            let mut q = QueryBuilder::<Postgres>::new(
-                "SELECT kind, key, value FROM rule_state WHERE tenant_id = ",
-            );
-            q.push_bind(tenant).push(" AND (kind, key) IN (VALUES ");
-            let mut sep = q.separated(", ");
-            for k in chunk {
-                sep.push("(")
-                    .push_bind_unseparated(k.kind())
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(k.key())
-                    .push_unseparated(")");
-            }
-            q.push(")");
-            for row in q.build().fetch_all(&mut *self.tx).await? {
-                out.push((
+        // One primary-key probe per record, for the reasons given at
+        // `entries_with_keys`: the cost follows the group, not the tenant.
+        let kinds: Vec<&str> = keys.iter().map(StateKey::kind).collect();
+        let ids: Vec<&str> = keys.iter().map(StateKey::key).collect();
+        let rows = sqlx::query(
+            "SELECT r.kind, r.key, r.value FROM UNNEST($2::text[], $3::text[]) AS k(kind, key) \
+             CROSS JOIN LATERAL (SELECT kind, key, value FROM rule_state \
+               WHERE tenant_id = $1 AND kind = k.kind AND key = k.key OFFSET 0) r",
+        )
+        .bind(tenant)
+        .bind(&kinds)
+        .bind(&ids)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
                     row.try_get("kind")?,
                     row.try_get("key")?,
                     row.try_get("value")?,
-                ));
-            }
-        }
-        Ok(out)
+                ))
+            })
+            .collect()
     }
 
     async fn write_records(&mut self, tenant: &str, rows: &[StateRow]) -> Result<(), LedgerError> {
