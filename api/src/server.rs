@@ -52,6 +52,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/entries/{id}", get(entries::get_entry))
         .route("/v1/accounts/{account}/balance", get(balances::get_balance))
         .route("/v1/accounts/{account}/usage", get(usage::get_usage))
+        .route(
+            "/v1/accounts/{account}/statement",
+            get(crate::routes::statements::get_statement),
+        )
         .route("/healthz", get(health::healthz))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -6,7 +6,7 @@ use tally_projections::AccountBalance;
 use crate::amount::canonical;
 use crate::fields::ValidationErrors;
 use crate::fold::LogFold;
-use crate::store::Storage;
+use crate::store::{BalanceRow, Storage};
 use crate::LedgerError;
 
 /// The body of `GET /v1/accounts/{account}/balance`.
@@ -37,17 +37,14 @@ impl BalanceView {
     }
 }
 
-/// The balance of `account` in `unit` (needed only for system accounts,
-/// which hold one balance per unit), now or as of `as_of_seq`.
-pub async fn read_balance(
-    storage: &Storage,
-    tenant: &str,
-    account: &str,
+/// The balance row of `unit`, or the only one when `unit` is not given: a
+/// system account holding several units needs it (422 listing them). No
+/// row (an account without entries, or not in that unit) is 404.
+pub(crate) fn pick_row<'a>(
+    rows: &'a [BalanceRow],
     unit: Option<&str>,
-    as_of_seq: Option<i64>,
-) -> Result<BalanceView, LedgerError> {
-    let (rows, head_seq) = storage.balance_rows(tenant, account).await?;
-    let row = match unit {
+) -> Result<&'a BalanceRow, LedgerError> {
+    match unit {
         Some(u) => rows.iter().find(|r| r.unit == u),
         None if rows.len() > 1 => {
             let units: Vec<&str> = rows.iter().map(|r| r.unit.as_str()).collect();
@@ -61,7 +58,20 @@ pub async fn read_balance(
         }
         None => rows.first(),
     }
-    .ok_or(LedgerError::NotFound)?;
+    .ok_or(LedgerError::NotFound)
+}
+
+/// The balance of `account` in `unit` (needed only for system accounts,
+/// which hold one balance per unit), now or as of `as_of_seq`.
+pub async fn read_balance(
+    storage: &Storage,
+    tenant: &str,
+    account: &str,
+    unit: Option<&str>,
+    as_of_seq: Option<i64>,
+) -> Result<BalanceView, LedgerError> {
+    let (rows, head_seq) = storage.balance_rows(tenant, account).await?;
+    let row = pick_row(&rows, unit)?;
     let Some(seq) = as_of_seq else {
         return Ok(BalanceView::new(account, &row.unit, &row.balance, head_seq));
     };

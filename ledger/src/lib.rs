@@ -9,6 +9,7 @@
 //! - [`store`]: SQLite and PostgreSQL, each with its SQL beside its code.
 
 pub mod amount;
+pub mod audit;
 pub mod balance;
 pub mod chain;
 pub mod decide;
@@ -22,6 +23,7 @@ pub mod intent;
 pub mod keys;
 pub mod names;
 pub mod state;
+pub mod statement;
 pub mod store;
 pub mod usage;
 pub mod verify;

@@ -9,4 +9,5 @@ pub mod holds;
 pub mod intents;
 mod query;
 pub mod rules;
+pub mod statements;
 pub mod usage;

@@ -62,6 +62,11 @@ impl QueryParams {
         self.errors.push(name, message);
     }
 
+    /// Whether an error was already recorded for `name`.
+    pub fn has_error(&self, name: &str) -> bool {
+        self.errors.errors.iter().any(|e| e.field == name)
+    }
+
     pub fn finish(self) -> Result<(), ApiError> {
         if self.errors.is_empty() {
             Ok(())

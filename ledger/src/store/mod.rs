@@ -39,6 +39,26 @@ pub struct EntryFilter {
     pub to: Option<DateTime<Utc>>,
 }
 
+/// One account's entries in one unit, within a seq window and a
+/// `recorded_at` range: statements and balances at a time
+/// (`ledger/src/statement.rs`).
+#[derive(Debug, Clone)]
+pub struct AccountRange<'a> {
+    /// Entries whose debit or credit side is this account (each once).
+    pub account: &'a str,
+    pub unit: &'a str,
+    /// `seq > after_seq` (paging).
+    pub after_seq: i64,
+    /// `seq <= until_seq`: the head the read started at, so every page and
+    /// every range of one answer sees the same log.
+    pub until_seq: i64,
+    /// `recorded_at >= from`; whole microseconds.
+    pub from: Option<DateTime<Utc>>,
+    /// `recorded_at < to`; whole microseconds.
+    pub to: Option<DateTime<Utc>>,
+    pub limit: i64,
+}
+
 /// One stored balance row with the head seq it was read at.
 #[derive(Debug, Clone)]
 pub struct BalanceRow {
@@ -184,6 +204,19 @@ impl Storage {
         match self {
             Storage::Sqlite(s) => s.postings_until(tenant, account, as_of_seq).await,
             Storage::Postgres(s) => s.postings_until(tenant, account, as_of_seq).await,
+        }
+    }
+
+    /// Entries of one account in one unit within `range` (any status), in
+    /// seq order, at most `range.limit`.
+    pub async fn account_entries(
+        &self,
+        tenant: &str,
+        range: &AccountRange<'_>,
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.account_entries(tenant, range).await,
+            Storage::Postgres(s) => s.account_entries(tenant, range).await,
         }
     }
 

@@ -13,8 +13,8 @@ use tally_projections::{AccountBalance, BalanceProjection};
 
 use super::group::GroupTransaction;
 use super::{
-    decode_balance, decode_entry, decode_head, fold_hold_row, fold_row, hold_rows_sql, BalanceRow,
-    EntryFilter,
+    decode_balance, decode_entry, decode_head, fold_hold_row, fold_row, hold_rows_sql,
+    AccountRange, BalanceRow, EntryFilter,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
@@ -66,6 +66,38 @@ fn branch<'a>(
         q.push(" AND recorded_at < ").push_bind(to);
     }
     q.push(" ORDER BY seq LIMIT ").push_bind(f.limit);
+}
+
+/// One index-ordered walk of an account's entries for
+/// [`PostgresStore::account_entries`]; `column` is the side it walks.
+fn range_branch<'a>(
+    q: &mut QueryBuilder<'a, Postgres>,
+    tenant: &'a str,
+    r: &AccountRange<'a>,
+    column: &'static str,
+) {
+    q.push(format!(
+        "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
+    ))
+    .push_bind(tenant)
+    .push(format!(" AND {column} = "))
+    .push_bind(r.account);
+    if column == "credit_account" {
+        q.push(" AND debit_account <> ").push_bind(r.account);
+    }
+    q.push(" AND seq > ")
+        .push_bind(r.after_seq)
+        .push(" AND seq <= ")
+        .push_bind(r.until_seq)
+        .push(" AND unit = ")
+        .push_bind(r.unit);
+    if let Some(from) = r.from {
+        q.push(" AND recorded_at >= ").push_bind(from);
+    }
+    if let Some(to) = r.to {
+        q.push(" AND recorded_at < ").push_bind(to);
+    }
+    q.push(" ORDER BY seq LIMIT ").push_bind(r.limit);
 }
 
 impl PostgresStore {
@@ -227,6 +259,23 @@ impl PostgresStore {
             .bind(account)
             .fetch_all(&self.pool)
             .await?;
+        rows.iter().map(entry).collect()
+    }
+
+    pub async fn account_entries(
+        &self,
+        tenant: &str,
+        r: &AccountRange<'_>,
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        // Two index-ordered walks (debit side, credit side), merged, as in
+        // list_entries. An entry naming the account on both sides (account
+        // settings) comes from the debit walk only.
+        let mut q = QueryBuilder::<Postgres>::new("SELECT * FROM (SELECT * FROM (");
+        range_branch(&mut q, tenant, r, "debit_account");
+        q.push(") d UNION ALL SELECT * FROM (");
+        range_branch(&mut q, tenant, r, "credit_account");
+        q.push(") c) u ORDER BY seq LIMIT ").push_bind(r.limit);
+        let rows = q.build().fetch_all(&self.pool).await?;
         rows.iter().map(entry).collect()
     }
 

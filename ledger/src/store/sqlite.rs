@@ -15,8 +15,8 @@ use tally_projections::{AccountBalance, BalanceProjection, Side};
 
 use super::group::GroupTransaction;
 use super::{
-    decode_balance, decode_entry, decode_head, fold_hold_row, fold_side, hold_rows_sql, BalanceRow,
-    EntryFilter, REBUILD_CHUNK,
+    decode_balance, decode_entry, decode_head, fold_hold_row, fold_side, hold_rows_sql,
+    AccountRange, BalanceRow, EntryFilter, REBUILD_CHUNK,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
@@ -220,6 +220,23 @@ impl SqliteStore {
         rows.iter().map(entry).collect()
     }
 
+    pub async fn account_entries(
+        &self,
+        tenant: &str,
+        r: &AccountRange<'_>,
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        // Two index-ordered walks (debit side, credit side), merged, as in
+        // list_entries. An entry naming the account on both sides (account
+        // settings) comes from the debit walk only.
+        let mut q = QueryBuilder::<Sqlite>::new("SELECT * FROM (SELECT * FROM (");
+        range_branch(&mut q, tenant, r, "debit_account");
+        q.push(") d UNION ALL SELECT * FROM (");
+        range_branch(&mut q, tenant, r, "credit_account");
+        q.push(") c) u ORDER BY seq LIMIT ").push_bind(r.limit);
+        let rows = q.build().fetch_all(&self.pool).await?;
+        rows.iter().map(entry).collect()
+    }
+
     pub async fn tenants(&self) -> Result<Vec<String>, LedgerError> {
         Ok(
             sqlx::query_scalar("SELECT tenant_id FROM ledger_heads ORDER BY tenant_id")
@@ -402,6 +419,41 @@ fn branch<'a>(
             .push_bind(format_recorded_at(&to));
     }
     q.push(" ORDER BY seq LIMIT ").push_bind(f.limit);
+}
+
+/// One index-ordered walk of an account's entries for
+/// [`SqliteStore::account_entries`]; `column` is the side it walks.
+fn range_branch<'a>(
+    q: &mut QueryBuilder<'a, Sqlite>,
+    tenant: &'a str,
+    r: &AccountRange<'a>,
+    column: &'static str,
+) {
+    q.push(format!(
+        "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
+    ))
+    .push_bind(tenant)
+    .push(format!(" AND {column} = "))
+    .push_bind(r.account);
+    if column == "credit_account" {
+        q.push(" AND debit_account <> ").push_bind(r.account);
+    }
+    q.push(" AND seq > ")
+        .push_bind(r.after_seq)
+        .push(" AND seq <= ")
+        .push_bind(r.until_seq)
+        .push(" AND unit = ")
+        .push_bind(r.unit);
+    // Fixed-width UTC text compares in time order.
+    if let Some(from) = r.from {
+        q.push(" AND recorded_at >= ")
+            .push_bind(format_recorded_at(&from));
+    }
+    if let Some(to) = r.to {
+        q.push(" AND recorded_at < ")
+            .push_bind(format_recorded_at(&to));
+    }
+    q.push(" ORDER BY seq LIMIT ").push_bind(r.limit);
 }
 
 /// Copies the WAL back into the database file once a second, off the
