@@ -118,6 +118,10 @@ async fn account_settings_are_entries_and_a_put_is_idempotent(engine: Engine) {
         ]
     );
     assert_eq!(entries[1]["overdraft"], "forbid");
+    // Listed by account, each settings entry appears once (it names the
+    // account on both sides).
+    let by_account = server.get("/v1/entries?account=cust_1", &key).await.json();
+    assert_eq!(by_account["entries"].as_array().unwrap().len(), 2);
     assert_eq!(entries[1]["id"], second["settings_entry_id"]);
 
     // Refusals write nothing.

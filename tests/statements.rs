@@ -404,7 +404,14 @@ async fn a_balance_at_a_time_is_the_fold_up_to_that_time(engine: Engine) {
         )
         .await;
     assert_eq!(revenue.status, 200, "{revenue:?}");
-    assert_eq!(revenue.json()["credits"], "7.75");
+    let revenue = revenue.json();
+    assert_eq!(revenue["credits"], "7.75");
+    assert_eq!(revenue["as_of_seq"], 4);
+    let by_seq = server
+        .get("/v1/accounts/@revenue/balance?as_of_seq=4", &key)
+        .await;
+    assert_eq!(by_seq.status, 200, "{by_seq:?}");
+    assert_eq!(by_seq.json(), revenue);
 }
 
 async fn statement_and_as_of_parameters_are_checked(engine: Engine) {

@@ -1,6 +1,10 @@
 //! The command line of the `tally` binary.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand};
+use tally_ledger::audit::check::NotedHead;
+use tally_ledger::audit::sign::parse_public_key;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -23,8 +27,16 @@ pub enum Command {
     #[command(subcommand)]
     Keys(KeysCommand),
     /// Recompute every tenant's hash chain and compare stored balances with a
-    /// fresh fold of the log. Exit 0 only if everything holds.
-    Verify(DatabaseArgs),
+    /// fresh fold of the log. Exit 0 only if everything holds. With
+    /// `--export FILE`: verify an export file alone, without a database
+    /// (exit 0 verified, 1 verification failed, 2 usage or I/O error).
+    Verify(VerifyArgs),
+    /// Write one tenant's log as an export file (the bytes of
+    /// `GET /v1/audit/export`), signed with the configured key if any.
+    Export(ExportArgs),
+    /// The Ed25519 key that signs audit checkpoints.
+    #[command(subcommand)]
+    SigningKey(SigningKeyCommand),
     /// Maintain projections.
     #[command(subcommand)]
     Projections(ProjectionsCommand),
@@ -41,6 +53,8 @@ pub struct DatabaseArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub signing: SigningArgs,
     /// Address to listen on; port 0 picks a free port (printed on stdout).
     #[arg(long, env = "TALLY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
@@ -90,4 +104,67 @@ pub enum KeysCommand {
 pub enum ProjectionsCommand {
     /// Replace every tenant's balances with a fresh fold of its log.
     Rebuild(DatabaseArgs),
+}
+
+/// Where the checkpoint signing key comes from. The key may also be given
+/// as `TALLY_SIGNING_KEY` (the 64 hex digits of the seed itself); setting
+/// both is refused.
+#[derive(Debug, Args)]
+pub struct SigningArgs {
+    /// File holding the 32-byte Ed25519 seed as 64 hex digits (see `tally
+    /// signing-key generate`). Without it or TALLY_SIGNING_KEY, signing is off.
+    #[arg(long, env = "TALLY_SIGNING_KEY_FILE", value_name = "PATH")]
+    pub signing_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Verify this export file (JSONL or CSV) offline instead of the database.
+    #[arg(long, value_name = "FILE")]
+    pub export: Option<PathBuf>,
+    /// A head noted earlier (from GET /v1/audit/head): the file must hold
+    /// this seq with this hash.
+    #[arg(long, value_name = "SEQ:HASH", requires = "export", value_parser = NotedHead::parse)]
+    pub head: Option<NotedHead>,
+    /// The server's published public key (64 hex digits): the trailer's
+    /// signature must be by this key.
+    #[arg(long, value_name = "HEX", requires = "export", value_parser = parse_public_key)]
+    pub public_key: Option<[u8; 32]>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub signing: SigningArgs,
+    #[arg(long)]
+    pub tenant: String,
+    /// jsonl (with header, trailer and signature) or csv.
+    #[arg(long, default_value = "jsonl", value_parser = ["jsonl", "csv"])]
+    pub format: String,
+    /// First seq to export (default 1).
+    #[arg(long)]
+    pub from_seq: Option<i64>,
+    /// Last seq to export (default the head when the export starts).
+    #[arg(long)]
+    pub to_seq: Option<i64>,
+    /// Write to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SigningKeyCommand {
+    /// Make a new random key: prints `seed:` (secret) and `public_key:`
+    /// lines, or with --seed-file writes the seed to a new file (mode 0600)
+    /// and prints the public key only.
+    Generate {
+        #[arg(long, value_name = "PATH")]
+        seed_file: Option<PathBuf>,
+    },
+    /// Print the public key of the configured key, to publish it.
+    Public(SigningArgs),
 }

@@ -2,6 +2,7 @@
 //! the ledger's writer; [`problem`] is the one place where ledger outcomes
 //! and errors become HTTP statuses and problem+json bodies.
 
+pub mod audit_cli;
 pub mod auth;
 pub mod body;
 pub mod cli;

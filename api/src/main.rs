@@ -7,8 +7,13 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use tally_api::cli::{Cli, Command, KeysCommand, ProjectionsCommand, ServeArgs};
+use tally_api::audit_cli;
+use tally_api::cli::{
+    Cli, Command, KeysCommand, ProjectionsCommand, ServeArgs, SigningArgs, SigningKeyCommand,
+};
 use tally_api::server::{serve, AppState};
+use tally_ledger::audit::check::CheckOptions;
+use tally_ledger::audit::sign::Signer;
 use tally_ledger::expiry::run_hold_expiry;
 use tally_ledger::keys::{format_scopes, generate_secret, hash_secret, parse_scopes};
 use tally_ledger::names::check_tenant;
@@ -59,7 +64,44 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{secret}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Verify(database) => verify_command(&database.database_url).await,
+        Command::Verify(args) => match &args.export {
+            None => verify_command(&args.database.database_url).await,
+            // Printed once: the I/O error already names the file.
+            Some(file) => audit_cli::verify_export(
+                file,
+                CheckOptions {
+                    head: args.head,
+                    public_key: args.public_key,
+                },
+            )
+            .map_err(|e| anyhow::anyhow!("{e}")),
+        },
+        Command::Export(args) => {
+            if let Err(m) = check_tenant(&args.tenant) {
+                bail!("--tenant {m}");
+            }
+            let signer = load_signer(&args.signing)?;
+            let storage = connect(&args.database.database_url).await?;
+            audit_cli::export(storage, &args, signer)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::SigningKey(SigningKeyCommand::Generate { seed_file }) => {
+            audit_cli::generate_signing_key(seed_file.as_deref())
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::SigningKey(SigningKeyCommand::Public(signing)) => match load_signer(&signing)? {
+            Some(signer) => {
+                println!("public_key: {}", signer.public_key_hex());
+                Ok(ExitCode::SUCCESS)
+            }
+            None => bail!(
+                "no signing key configured: set {} or --signing-key-file",
+                audit_cli::SIGNING_KEY_ENV
+            ),
+        },
         Command::Projections(ProjectionsCommand::Rebuild(database)) => {
             let storage = connect(&database.database_url).await?;
             for tenant in storage.tenants().await? {
@@ -85,6 +127,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The checkpoint signing key, if configured; a bad one stops the command.
+fn load_signer(args: &SigningArgs) -> anyhow::Result<Option<Signer>> {
+    audit_cli::load_signer(
+        std::env::var(audit_cli::SIGNING_KEY_ENV).ok(),
+        args.signing_key_file.as_deref(),
+    )
+    .map_err(|m| anyhow::anyhow!("{m}"))
+}
+
 async fn connect(url: &str) -> anyhow::Result<Storage> {
     Storage::connect(url)
         .await
@@ -100,6 +151,11 @@ fn redact(url: &str) -> String {
 }
 
 async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let signer = load_signer(&args.signing)?;
+    match &signer {
+        Some(s) => tracing::info!(public_key = %s.public_key_hex(), "signing audit checkpoints"),
+        None => tracing::info!("audit checkpoint signing is off"),
+    }
     let storage = Storage::connect_with(&args.database.database_url, args.pool_size)
         .await
         .with_context(|| format!("opening {}", redact(&args.database.database_url)))?;
@@ -122,7 +178,8 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             queue_capacity: args.queue_capacity as usize,
             linger: std::time::Duration::from_millis(args.linger_ms),
         },
-    );
+    )
+    .with_signer(signer);
     tokio::spawn(run_hold_expiry(
         state.writers.clone(),
         std::time::Duration::from_millis(args.hold_sweep_ms),

@@ -1,10 +1,12 @@
 //! The router and the server loop.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
+use tally_ledger::audit::sign::Signer;
 use tally_ledger::store::Storage;
 use tally_ledger::writer::{WriterConfig, Writers};
 use tokio::net::TcpListener;
@@ -12,12 +14,17 @@ use tokio::net::TcpListener;
 use crate::auth::KeyCache;
 use crate::body::{MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
 use crate::problem::ApiError;
-use crate::routes::{accounts, balances, batch, entries, health, holds, intents, rules, usage};
+use crate::routes::{
+    accounts, audit, balances, batch, entries, health, holds, intents, rules, usage,
+};
 
 #[derive(Clone)]
 pub struct AppState {
     pub writers: Writers,
     pub keys: KeyCache,
+    /// Signs audit checkpoints (`GET /v1/audit/head`, export trailers);
+    /// `None` when signing is off.
+    pub signer: Option<Arc<Signer>>,
 }
 
 impl AppState {
@@ -25,7 +32,14 @@ impl AppState {
         Self {
             writers: Writers::new(storage, writer),
             keys: KeyCache::default(),
+            signer: None,
         }
+    }
+
+    /// The same state, signing audit checkpoints with `signer`.
+    pub fn with_signer(mut self, signer: Option<Signer>) -> Self {
+        self.signer = signer.map(Arc::new);
+        self
     }
 }
 
@@ -56,6 +70,8 @@ pub fn router(state: AppState) -> Router {
             "/v1/accounts/{account}/statement",
             get(crate::routes::statements::get_statement),
         )
+        .route("/v1/audit/export", get(audit::get_export))
+        .route("/v1/audit/head", get(audit::get_head))
         .route("/healthz", get(health::healthz))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

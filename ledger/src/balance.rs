@@ -5,7 +5,6 @@ use tally_projections::AccountBalance;
 
 use crate::amount::canonical;
 use crate::fields::ValidationErrors;
-use crate::fold::LogFold;
 use crate::store::{BalanceRow, Storage};
 use crate::LedgerError;
 
@@ -81,16 +80,9 @@ pub async fn read_balance(
             format!("is beyond the ledger head (seq {head_seq})"),
         )));
     }
-    let mut log = LogFold::new();
-    for entry in storage.postings_until(tenant, account, seq).await? {
-        if entry.unit == row.unit {
-            log.apply(&entry)?;
-        }
-    }
-    let balance = log
-        .balances
-        .get(account, &row.unit)
-        .cloned()
-        .unwrap_or_default();
+    // The account's own entries only: a capture that credits a system
+    // account closes a hold that is not among them (statement::AccountFold).
+    let balance =
+        crate::statement::fold_until_seq(storage, tenant, account, &row.unit, seq).await?;
     Ok(BalanceView::new(account, &row.unit, &balance, seq))
 }

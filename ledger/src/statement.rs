@@ -341,6 +341,30 @@ pub async fn read_balance_at(
     ))
 }
 
+/// The balance of `account` in `unit` folded from its entries with
+/// `seq <= as_of_seq`: `GET …/balance?as_of_seq=`.
+pub(crate) async fn fold_until_seq(
+    storage: &Storage,
+    tenant: &str,
+    account: &str,
+    unit: &str,
+    as_of_seq: i64,
+) -> Result<AccountBalance, LedgerError> {
+    let range = AccountRange {
+        account,
+        unit,
+        after_seq: 0,
+        until_seq: as_of_seq,
+        from: None,
+        to: None,
+        limit: LOG_PAGE,
+    };
+    let mut fold = AccountFold::new(account, unit);
+    let mut holds = HashMap::new();
+    fold_range(storage, tenant, range, &mut fold, &mut holds, None, 0).await?;
+    Ok(fold.balance())
+}
+
 /// The statement of `account` in `unit` for `from <= recorded_at < to`.
 pub async fn read_statement(
     storage: &Storage,
@@ -372,15 +396,15 @@ pub async fn read_statement_limited(
     now: DateTime<Utc>,
     max_entries: usize,
 ) -> Result<StatementView, LedgerError> {
+    if let Some(e) = in_the_future("to", to, now) {
+        return Err(e);
+    }
     let (from, to) = (ceil_micros(from), ceil_micros(to));
     if from >= to {
         return Err(LedgerError::Invalid(ValidationErrors::single(
             "to",
             "must be later than from (from is inclusive, to exclusive)",
         )));
-    }
-    if let Some(e) = in_the_future("to", to, now) {
-        return Err(e);
     }
     let (rows, head_seq) = storage.balance_rows(tenant, account).await?;
     let row = pick_row(&rows, unit)?;
@@ -614,6 +638,29 @@ mod tests {
                 "mask {mask:b}"
             );
             assert_eq!(fa.entries + fb.entries, all.len());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_period_with_too_many_entries_is_refused() {
+        let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+        for i in 0..3 {
+            let body = serde_json::json!({
+                "usage_record_id": format!("u{i}"), "account": "cust", "amount": "1", "unit": "USD"
+            });
+            let intent =
+                crate::intent::Intent::usage_debit(body.as_object().unwrap().clone()).unwrap();
+            storage.commit_group("t", &[&intent]).await.unwrap();
+        }
+        let now = Utc::now();
+        let period = (now - TimeDelta::days(1), now);
+        let read = |max| read_statement_limited(&storage, "t", "cust", None, period, now, max);
+        let s = read(3).await.unwrap();
+        assert_eq!(s.movements.entries, 3);
+        assert_eq!(s.closing_balance.posted, "-3");
+        match read(2).await {
+            Err(LedgerError::Invalid(v)) => assert_eq!(v.errors[0].field, "to"),
+            other => panic!("{other:?}"),
         }
     }
 

@@ -123,18 +123,26 @@ fn render(d: &Debit, st: &Style) -> String {
     let mut fields: Vec<(String, String)> = vec![
         ("usage_record_id".into(), s(&d.id)),
         ("account".into(), s(&d.account)),
-        ("amount".into(), decimal_text(d.amount, st.extra_zeros, st.numbers)),
+        (
+            "amount".into(),
+            decimal_text(d.amount, st.extra_zeros, st.numbers),
+        ),
         ("unit".into(), s(&d.unit)),
     ];
     if let Some(m) = &d.meter {
         fields.push(("meter".into(), s(m)));
     }
     if let Some(q) = d.quantity {
-        fields.push(("quantity".into(), decimal_text(q, st.extra_zeros, !st.numbers)));
+        fields.push((
+            "quantity".into(),
+            decimal_text(q, st.extra_zeros, !st.numbers),
+        ));
     }
     if let Some(secs) = d.occurred_at {
         let offset = chrono::FixedOffset::east_opt(st.offset_minutes * 60).unwrap();
-        let t = chrono::DateTime::from_timestamp(secs, 0).unwrap().with_timezone(&offset);
+        let t = chrono::DateTime::from_timestamp(secs, 0)
+            .unwrap()
+            .with_timezone(&offset);
         fields.push(("occurred_at".into(), s(&t.to_rfc3339())));
     }
     if !d.metadata.is_empty() {
@@ -146,7 +154,10 @@ fn render(d: &Debit, st: &Style) -> String {
         if !st.order.is_empty() {
             inner.reverse();
         }
-        fields.push(("metadata".into(), format!("{{{sp}{}{sp}}}", inner.join(&format!(",{sp}")))));
+        fields.push((
+            "metadata".into(),
+            format!("{{{sp}{}{sp}}}", inner.join(&format!(",{sp}"))),
+        ));
     }
     let n = fields.len();
     let mut idx: Vec<usize> = (0..n).collect();
@@ -189,11 +200,20 @@ fn one_intent_written_any_way_has_one_fingerprint() {
             ran.set(ran.get() + 1);
             let plain = render(&d, &PLAIN());
             let other = render(&d, &st);
-            prop_assert_eq!(fingerprint(&plain), fingerprint(&other), "{} vs {}", plain, other);
+            prop_assert_eq!(
+                fingerprint(&plain),
+                fingerprint(&other),
+                "{} vs {}",
+                plain,
+                other
+            );
             Ok(())
         })
         .unwrap();
-    eprintln!("one_intent_written_any_way_has_one_fingerprint: {} cases", ran.get());
+    eprintln!(
+        "one_intent_written_any_way_has_one_fingerprint: {} cases",
+        ran.get()
+    );
 }
 
 #[test]
@@ -226,5 +246,8 @@ fn every_business_field_changes_the_fingerprint() {
             Ok(())
         })
         .unwrap();
-    eprintln!("every_business_field_changes_the_fingerprint: {} cases", ran.get());
+    eprintln!(
+        "every_business_field_changes_the_fingerprint: {} cases",
+        ran.get()
+    );
 }

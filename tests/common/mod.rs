@@ -315,6 +315,15 @@ impl Resp {
 
 impl Server {
     pub async fn start(database_url: &str, extra: &[&str]) -> Server {
+        Server::start_with_env(database_url, extra, &[]).await
+    }
+
+    /// A server with extra flags and environment variables.
+    pub async fn start_with_env(
+        database_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut child = Command::new(TALLY)
             .args([
                 "serve",
@@ -324,6 +333,7 @@ impl Server {
                 "127.0.0.1:0",
             ])
             .args(extra)
+            .envs(env.iter().copied())
             .env("TALLY_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

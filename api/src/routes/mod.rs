@@ -1,6 +1,7 @@
 //! One file per resource.
 
 pub mod accounts;
+pub mod audit;
 pub mod balances;
 pub mod batch;
 pub mod entries;

@@ -127,7 +127,10 @@ pub fn parse_public_key(text: &str) -> Result<[u8; 32], String> {
 pub enum SignatureProblem {
     /// The checkpoint names another seq or hash than the chain that was
     /// checked: the chain (or the trailer) was changed after signing.
-    OtherHead { signed_seq: String, signed_hash: String },
+    OtherHead {
+        signed_seq: String,
+        signed_hash: String,
+    },
     /// The signature value is not valid for the message and key.
     Invalid,
     /// Not a signature this verifier knows how to read.
@@ -245,7 +248,9 @@ mod tests {
         assert!(!format!("{:?}", Signer::from_seed_hex(SEED).unwrap()).contains(SEED));
         let g = Signer::generate().unwrap();
         assert_eq!(
-            Signer::from_seed_hex(&g.seed_hex()).unwrap().public_key_hex(),
+            Signer::from_seed_hex(&g.seed_hex())
+                .unwrap()
+                .public_key_hex(),
             g.public_key_hex()
         );
     }

@@ -404,6 +404,11 @@ fn branch<'a>(
     .push_bind(tenant);
     if let Some((column, account)) = side {
         q.push(format!(" AND {column} = ")).push_bind(account);
+        // An entry with the account on both sides (a settings entry) is
+        // listed once, by the debit-side walk.
+        if column == "credit_account" {
+            q.push(" AND debit_account <> ").push_bind(account);
+        }
     }
     q.push(" AND seq > ").push_bind(f.after_seq);
     if let Some(kind) = f.kind {
