@@ -69,13 +69,15 @@ PY
 echo "filled in $(($(date +%s) - started)) s"
 stop_server
 
-printf '\n%-10s %-12s %-30s %-24s %-24s\n' entries file "server (GET /v1/audit/export)" "tally export" "tally verify --export"
+printf '\n%-10s %-9s %-40s %-26s %-26s\n' entries file "server (GET /v1/audit/export)" "tally export" "tally verify --export"
 for n in 10000 100000 "$N"; do
     [ "$n" -le "$N" ] || continue
     start_server
     sleep 0.5
     before=$(status_kib "$SERVER_PID" VmRSS)
+    t0=$(date +%s.%N)
     curl -sf -H "Authorization: Bearer $KEY" "$BASE/v1/audit/export?to_seq=$n" -o "$WORK/api.jsonl"
+    took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f s", b - a }')
     server_peak=$(status_kib "$SERVER_PID" VmHWM)
     stop_server
     /usr/bin/time -v "$TALLY" export --database-url "$DB" --tenant acme --to-seq "$n" \
@@ -87,8 +89,8 @@ for n in 10000 100000 "$N"; do
         exit 1
     }
     size=$(du -m "$WORK/cli.jsonl" | cut -f1)
-    printf '%-10s %-12s %-30s %-24s %-24s\n' "$n" "${size} MiB" \
-        "$(kib "$before") -> peak $(kib "$server_peak")" \
+    printf '%-10s %-9s %-40s %-26s %-26s\n' "$n" "${size} MiB" \
+        "$(kib "$before") -> peak $(kib "$server_peak") in $took" \
         "$(kib "$(max_rss "$WORK/export.time")") in $(elapsed "$WORK/export.time")" \
         "$(kib "$(max_rss "$WORK/verify.time")") in $(elapsed "$WORK/verify.time")"
 done

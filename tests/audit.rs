@@ -25,6 +25,7 @@ engine_tests!(
     each_kind_of_tampering_is_caught_and_named,
     a_partial_export_verifies_from_its_first_link,
     the_signed_head_verifies_with_the_public_key,
+    a_database_failure_mid_export_ends_it_without_a_trailer,
 );
 
 const ALL: &str = "post,read,admin,audit";
@@ -752,4 +753,71 @@ async fn the_signed_head_verifies_with_the_public_key(engine: Engine) {
         got[1],
         "public derives the generated public key"
     );
+}
+
+async fn a_database_failure_mid_export_ends_it_without_a_trailer(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let server = signing_server(&ledger).await;
+    let key = ledger.key("acme", ALL).await;
+    // 40 pages: far more than the socket buffers hold, so the server is
+    // still reading the log when the database goes away.
+    for b in 0..40 {
+        let ops: Vec<Value> = (0..1000)
+            .map(|i| {
+                json!({"type": "usage_debit", "usage_record_id": format!("u{b}_{i}"),
+                       "account": format!("c{i}"), "amount": "1", "unit": "USD",
+                       "metadata": {"pad": "x".repeat(200)}})
+            })
+            .collect();
+        let r = server
+            .post("/v1/batch", &key, &json!({"operations": ops}))
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let mut response = server
+        .client
+        .get(format!("{}/v1/audit/export", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut got = response.chunk().await.unwrap().unwrap().to_vec();
+    // The log's table disappears behind the server's back.
+    ledger
+        .sql(&["ALTER TABLE entries RENAME TO entries_gone"])
+        .await;
+    let ended = loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => got.extend_from_slice(&chunk),
+            Ok(None) => break "cleanly",
+            Err(_) => break "with an error",
+        }
+    };
+    assert_eq!(
+        ended, "with an error",
+        "the client must see an incomplete transfer"
+    );
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("{\"record\":\"header\""));
+    assert!(!text.contains("\"record\":\"trailer\""));
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "cut.jsonl", &text);
+    let (code, out, _) = verify(&file, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("trailer missing: the file is truncated")
+            || out.contains("the file is truncated or damaged here"),
+        "{out}"
+    );
+    // `tally export` says so too, and exits 2.
+    let out_file = dir.path().join("cli.jsonl");
+    let out = std::process::Command::new(TALLY)
+        .args(["export", "--database-url", &ledger.database_url])
+        .args(["--tenant", "acme", "--output"])
+        .arg(&out_file)
+        .env("TALLY_LOG", "error")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
 }

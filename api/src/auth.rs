@@ -20,22 +20,21 @@ pub struct KeyCache {
 }
 
 impl KeyCache {
-    async fn lookup(&self, storage: &Storage, secret: &str) -> Result<Option<ApiKey>, ApiError> {
-        let hash = hash_secret(secret);
+    async fn lookup(&self, storage: &Storage, hash: &str) -> Result<Option<ApiKey>, ApiError> {
         if let Some(key) = self
             .known
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&hash)
+            .get(hash)
         {
             return Ok(Some(key.clone()));
         }
-        let found = storage.find_api_key(&hash).await?;
+        let found = storage.find_api_key(hash).await?;
         if let Some(key) = &found {
             self.known
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(hash, key.clone());
+                .insert(hash.to_owned(), key.clone());
         }
         Ok(found)
     }
@@ -70,11 +69,19 @@ impl FromRequestParts<AppState> for Caller {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .ok_or(ApiError::Unauthenticated)?;
-        state
+        let hash = hash_secret(secret);
+        let key = state
             .keys
-            .lookup(state.writers.storage(), secret)
+            .lookup(state.writers.storage(), &hash)
             .await?
-            .map(Caller)
-            .ok_or(ApiError::Unauthenticated)
+            .ok_or(ApiError::Unauthenticated)?;
+        // Rate limited per key, after authentication: unknown keys never
+        // get a bucket, so they cannot grow the limiter's map.
+        if let Some(limiter) = &state.limits.rate {
+            limiter
+                .check(&hash, std::time::Instant::now())
+                .map_err(ApiError::KeyRateLimited)?;
+        }
+        Ok(Caller(key))
     }
 }

@@ -45,12 +45,26 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct DatabaseArgs {
     /// sqlite://PATH (created if absent) or postgres://…
-    #[arg(long, env = "TALLY_DATABASE_URL", default_value = "sqlite://tally.db")]
+    #[arg(
+        long,
+        env = "TALLY_DATABASE_URL",
+        default_value = "sqlite://tally.db",
+        hide_env_values = true
+    )]
     pub database_url: String,
 }
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// TOML file of settings: keys are the long flag names with `_` or `-`
+    /// (docs/tally.example.toml). Flags and environment variables win over
+    /// it; it wins over the defaults.
+    #[arg(long, env = "TALLY_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Print the effective configuration with the source of each value
+    /// (flag, env, file, default) and exit without connecting or binding.
+    #[arg(long)]
+    pub check_config: bool,
     #[command(flatten)]
     pub database: DatabaseArgs,
     #[command(flatten)]
@@ -84,6 +98,60 @@ pub struct ServeArgs {
     #[arg(long, env = "TALLY_USAGE_INTERVAL_MS", default_value_t = 200,
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub usage_interval_ms: u64,
+    /// Log lines on standard error as human text or as one JSON object per
+    /// line (with the request's `request_id`); `TALLY_LOG` filters them.
+    #[arg(long, env = "TALLY_LOG_FORMAT", value_enum, default_value_t = crate::logging::LogFormat::Text)]
+    pub log_format: crate::logging::LogFormat,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Where each setting came from; filled by `config::parse_cli`.
+    #[arg(skip)]
+    pub effective: Vec<crate::config::Setting>,
+}
+
+/// Protection of the process (docs/api-decisions.md, limits).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Limits")]
+pub struct LimitArgs {
+    /// Requests per second each API key may send (a token bucket per key;
+    /// fractions allowed: 0.5 is one every 2 s); beyond it 429 with
+    /// Retry-After. 0 turns rate limiting off.
+    #[arg(long, env = "TALLY_RATE_LIMIT_PER_SECOND", default_value_t = 0.0,
+          value_parser = parse_rate)]
+    pub rate_limit_per_second: f64,
+    /// Requests an API key may send at once before the per-second rate
+    /// applies (the bucket's size).
+    #[arg(long, env = "TALLY_RATE_LIMIT_BURST", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub rate_limit_burst: u32,
+    /// Milliseconds a request may take before it answers 503 (a mutation
+    /// may still commit: retry with the same upstream ID).
+    #[arg(long, env = "TALLY_REQUEST_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub request_timeout_ms: u64,
+    /// Requests handled at once; more are shed at once with 503 (health,
+    /// readiness and metrics probes are never shed). 0: no cap.
+    #[arg(long, env = "TALLY_MAX_IN_FLIGHT", default_value_t = 1_024,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub max_in_flight: u32,
+    /// Milliseconds between SIGTERM and closing the listener, during which
+    /// /readyz answers 503 while other requests are still served.
+    #[arg(long, env = "TALLY_DRAIN_MS", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub drain_ms: u64,
+}
+
+/// A rate in requests per second: 0 (off) or a finite number up to 1,000,000.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let rate: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if rate.is_finite() && (0.0..=1_000_000.0).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(format!("{s} is not in 0..=1000000"))
+    }
 }
 
 #[derive(Debug, Subcommand)]

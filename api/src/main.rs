@@ -2,22 +2,22 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use tally_api::audit_cli;
 use tally_api::cli::{
     Cli, Command, KeysCommand, ProjectionsCommand, ServeArgs, SigningArgs, SigningKeyCommand,
 };
+use tally_api::limits::{Lifecycle, Limits, RateLimiter};
 use tally_api::server::{serve, AppState};
 use tally_ledger::audit::check::CheckOptions;
 use tally_ledger::audit::sign::Signer;
 use tally_ledger::expiry::run_hold_expiry;
 use tally_ledger::keys::{format_scopes, generate_secret, hash_secret, parse_scopes};
 use tally_ledger::names::check_tenant;
-use tally_ledger::store::{run_usage_projector, Storage};
+use tally_ledger::store::{run_usage_projector, ProjectorStats, Storage};
 use tally_ledger::verify::{verify_tenant, verify_usage};
 use tally_ledger::writer::WriterConfig;
 
@@ -28,14 +28,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TALLY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match run(Cli::parse()).await {
+    // Like Cli::parse(), plus the configuration file of `tally serve`: a bad
+    // flag, variable or file exits 2 here, before anything is opened.
+    let cli = tally_api::config::parse_cli();
+    // Logging starts once the command line (and `--log-format`) is known.
+    tally_api::logging::init(match &cli.command {
+        Command::Serve(args) => args.log_format,
+        _ => tally_api::logging::LogFormat::Text,
+    });
+    match run(cli).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("tally: {e:#}");
@@ -151,6 +152,10 @@ fn redact(url: &str) -> String {
 }
 
 async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.check_config {
+        print!("{}", tally_api::config::render(&args.effective));
+        return Ok(ExitCode::SUCCESS);
+    }
     let signer = load_signer(&args.signing)?;
     match &signer {
         Some(s) => tracing::info!(public_key = %s.public_key_hex(), "signing audit checkpoints"),
@@ -167,9 +172,11 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Scripts and tests read the bound address (port 0 picks one) from stdout.
     println!("tally listening on http://{addr}");
     std::io::stdout().flush()?;
+    let projector = std::sync::Arc::new(ProjectorStats::default());
     tokio::spawn(run_usage_projector(
         storage.clone(),
         std::time::Duration::from_millis(args.usage_interval_ms),
+        projector.clone(),
     ));
     let state = AppState::new(
         storage,
@@ -179,7 +186,19 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             linger: std::time::Duration::from_millis(args.linger_ms),
         },
     )
-    .with_signer(signer);
+    .with_signer(signer)
+    .with_projector(projector)
+    .with_limits(
+        Limits::new(
+            RateLimiter::new(
+                args.limits.rate_limit_per_second,
+                args.limits.rate_limit_burst,
+            ),
+            Duration::from_millis(args.limits.request_timeout_ms),
+            args.limits.max_in_flight as usize,
+        ),
+        Lifecycle::new(Duration::from_millis(args.limits.drain_ms)),
+    );
     tokio::spawn(run_hold_expiry(
         state.writers.clone(),
         std::time::Duration::from_millis(args.hold_sweep_ms),

@@ -23,6 +23,10 @@ pub enum ApiError {
     Forbidden(Scope),
     #[error("not found")]
     NotFound,
+    /// The router's fallback: no route has this path. Also `not_found`,
+    /// but its detail tells it from an unknown object.
+    #[error("no such route")]
+    NoRoute,
     #[error("method not allowed")]
     MethodNotAllowed,
     #[error("request body is larger than the limit (1 MiB; 8 MiB for /v1/batch)")]
@@ -31,6 +35,19 @@ pub enum ApiError {
     Invalid(ValidationErrors),
     #[error("too many requests")]
     RateLimited,
+    /// The API key is over its rate limit (`--rate-limit-per-second`); a
+    /// token is there again after the duration.
+    #[error("this API key is over its rate limit")]
+    KeyRateLimited(std::time::Duration),
+    /// More requests in flight than `--max-in-flight`; nothing was done.
+    #[error("the server is at its limit of {0} requests in flight")]
+    Busy(usize),
+    /// The request ran longer than `--request-timeout-ms`.
+    #[error("the request took longer than {} ms", .0.as_millis())]
+    TimedOut(std::time::Duration),
+    /// `GET /readyz`: not ready, and why.
+    #[error("not ready: {0}")]
+    NotReady(String),
     #[error("unavailable: {0}")]
     Unavailable(String),
     #[error("internal error: {0}")]
@@ -131,7 +148,9 @@ impl ApiError {
                 "send Authorization: Bearer <key> with a valid API key".into(),
             ),
             ApiError::Forbidden(_) => Problem::new(S::FORBIDDEN, "forbidden", "Forbidden", detail),
-            ApiError::NotFound => Problem::new(S::NOT_FOUND, "not_found", "Not found", detail),
+            ApiError::NotFound | ApiError::NoRoute => {
+                Problem::new(S::NOT_FOUND, "not_found", "Not found", detail)
+            }
             ApiError::MethodNotAllowed => Problem::new(
                 S::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
@@ -150,6 +169,35 @@ impl ApiError {
                 "rate_limited",
                 "Too many requests",
                 "the ledger is busy; retry the same request after Retry-After seconds".into(),
+            ),
+            ApiError::KeyRateLimited(_) => Problem::new(
+                S::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "Too many requests",
+                "this API key sent more requests than its rate limit allows; \
+                 retry the same request after Retry-After seconds"
+                    .into(),
+            ),
+            ApiError::Busy(_) => Problem::new(
+                S::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+                format!("{detail}; nothing was done, retry the same request"),
+            ),
+            ApiError::TimedOut(_) => Problem::new(
+                S::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+                format!(
+                    "{detail}; a mutation may still be committed: retry it with the same \
+                     upstream ID, and a committed one answers as a replay"
+                ),
+            ),
+            ApiError::NotReady(_) => Problem::new(
+                S::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+                detail,
             ),
             ApiError::Unavailable(cause) => {
                 tracing::warn!(%cause, "answering 503");
@@ -186,7 +234,18 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        self.answer().into_response()
+        let retry_after = match &self {
+            ApiError::KeyRateLimited(wait) => Some(crate::limits::retry_after_seconds(*wait)),
+            _ => None,
+        };
+        let mut response = self.answer().into_response();
+        // A 429 of the rate limiter says when its bucket has a token again.
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 
@@ -257,8 +316,16 @@ impl IntoResponse for Answer {
 
 /// The answer to a decided intent: 201 for a new posted entry, 200 with
 /// `Idempotent-Replayed: true` for a replay, 422 with the stored entry for a
-/// stored rejection (on replay too), 409 for a conflict.
+/// stored rejection (on replay too), 409 for a conflict. Counted for
+/// `GET /metrics` (replays, conflicts, rejections and refusals by code).
 pub fn answer(decision: Decision) -> Answer {
+    let outcome = crate::metrics::Outcome::of(&decision);
+    let answer = decision_answer(decision);
+    crate::metrics::global().observe_answer(outcome, &answer);
+    answer
+}
+
+fn decision_answer(decision: Decision) -> Answer {
     match decision {
         Decision::Created(entry) => entry_answer(&entry, false),
         Decision::Replayed(entry) => entry_answer(&entry, true),

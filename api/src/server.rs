@@ -4,15 +4,18 @@ use std::future::Future;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
 use axum::Router;
 use tally_ledger::audit::sign::Signer;
-use tally_ledger::store::Storage;
+use tally_ledger::store::{ProjectorStats, Storage};
 use tally_ledger::writer::{WriterConfig, Writers};
 use tokio::net::TcpListener;
+use utoipa::OpenApi as _;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
 use crate::auth::KeyCache;
 use crate::body::{MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
+use crate::limits::{Lifecycle, Limits};
 use crate::problem::ApiError;
 use crate::routes::{
     accounts, audit, balances, batch, entries, health, holds, intents, rules, usage,
@@ -25,6 +28,12 @@ pub struct AppState {
     /// Signs audit checkpoints (`GET /v1/audit/head`, export trailers);
     /// `None` when signing is off.
     pub signer: Option<Arc<Signer>>,
+    /// Rate limit, request timeout, requests in flight.
+    pub limits: Arc<Limits>,
+    /// Shutdown state, for `GET /readyz`.
+    pub lifecycle: Lifecycle,
+    /// The usage projector's observations, for `GET /metrics`.
+    pub projector: Arc<ProjectorStats>,
 }
 
 impl AppState {
@@ -33,7 +42,23 @@ impl AppState {
             writers: Writers::new(storage, writer),
             keys: KeyCache::default(),
             signer: None,
+            limits: Arc::default(),
+            lifecycle: Lifecycle::default(),
+            projector: Arc::default(),
         }
+    }
+
+    /// The same state, reporting this usage projector's observations.
+    pub fn with_projector(mut self, projector: Arc<ProjectorStats>) -> Self {
+        self.projector = projector;
+        self
+    }
+
+    /// The same state with these limits and this shutdown drain.
+    pub fn with_limits(mut self, limits: Limits, lifecycle: Lifecycle) -> Self {
+        self.limits = Arc::new(limits);
+        self.lifecycle = lifecycle;
+        self
     }
 
     /// The same state, signing audit checkpoints with `signer`.
@@ -43,40 +68,52 @@ impl AppState {
     }
 }
 
+/// Every route the server answers, each registered with its OpenAPI
+/// operation by `routes!` (the method and path come from the handler's
+/// `#[utoipa::path]`), so the router and `GET /openapi.json` list the same
+/// operations (tests/openapi.rs checks both ways). Add routes here, with
+/// `routes!`, never with `.route()`.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(crate::openapi::ApiDoc::openapi())
+        .routes(routes!(intents::post_usage_debit))
+        .routes(routes!(intents::post_payment))
+        .routes(routes!(batch::post_batch).layer(DefaultBodyLimit::max(MAX_BATCH_BODY_BYTES)))
+        .routes(routes!(holds::post_hold))
+        .routes(routes!(holds::get_hold))
+        .routes(routes!(holds::post_capture))
+        .routes(routes!(holds::post_release))
+        .routes(routes!(rules::post_refund))
+        .routes(routes!(rules::post_reversal))
+        .routes(routes!(rules::post_adjustment))
+        .routes(routes!(accounts::get_account, accounts::put_account))
+        .routes(routes!(entries::list_entries))
+        .routes(routes!(entries::get_entry))
+        .routes(routes!(balances::get_balance))
+        .routes(routes!(usage::get_usage))
+        .routes(routes!(crate::routes::statements::get_statement))
+        .routes(routes!(audit::get_export))
+        .routes(routes!(audit::get_head))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(crate::metrics::get_metrics))
+        .routes(routes!(crate::openapi::get_openapi))
+        .routes(routes!(crate::openapi::get_docs))
+        .routes(routes!(crate::openapi::get_docs_asset))
+}
+
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/v1/usage-debits", post(intents::post_usage_debit))
-        .route("/v1/payments", post(intents::post_payment))
-        .route(
-            "/v1/batch",
-            post(batch::post_batch).layer(DefaultBodyLimit::max(MAX_BATCH_BODY_BYTES)),
-        )
-        .route("/v1/holds", post(holds::post_hold))
-        .route("/v1/holds/{hold_id}", get(holds::get_hold))
-        .route("/v1/holds/{hold_id}/capture", post(holds::post_capture))
-        .route("/v1/holds/{hold_id}/release", post(holds::post_release))
-        .route("/v1/refunds", post(rules::post_refund))
-        .route("/v1/reversals", post(rules::post_reversal))
-        .route("/v1/adjustments", post(rules::post_adjustment))
-        .route(
-            "/v1/accounts/{account}",
-            get(accounts::get_account).put(accounts::put_account),
-        )
-        .route("/v1/entries", get(entries::list_entries))
-        .route("/v1/entries/{id}", get(entries::get_entry))
-        .route("/v1/accounts/{account}/balance", get(balances::get_balance))
-        .route("/v1/accounts/{account}/usage", get(usage::get_usage))
-        .route(
-            "/v1/accounts/{account}/statement",
-            get(crate::routes::statements::get_statement),
-        )
-        .route("/v1/audit/export", get(audit::get_export))
-        .route("/v1/audit/head", get(audit::get_head))
-        .route("/healthz", get(health::healthz))
-        .fallback(|| async { ApiError::NotFound })
+    let (router, _) = routes().split_for_parts();
+    router
+        .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::limits::guard,
+        ))
+        // Outermost: the request ID, its span and the HTTP metrics wrap
+        // everything, shed and timed-out requests included.
+        .layer(axum::middleware::from_fn(crate::observe::observe))
         .with_state(state)
 }
 
@@ -86,6 +123,21 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
+    // On the signal /readyz turns 503 first; the listener stays open for
+    // `--drain-ms` so a load balancer sees it and stops sending, then
+    // in-flight requests finish.
+    let lifecycle = state.lifecycle.clone();
+    let shutdown = async move {
+        shutdown.await;
+        lifecycle.begin_shutdown();
+        if !lifecycle.drain.is_zero() {
+            tracing::info!(
+                drain_ms = lifecycle.drain.as_millis() as u64,
+                "draining: /readyz answers 503"
+            );
+            tokio::time::sleep(lifecycle.drain).await;
+        }
+    };
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await?;

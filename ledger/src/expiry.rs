@@ -37,6 +37,10 @@ pub async fn sweep_expired_holds(writers: &Writers) -> Result<usize, LedgerError
         for decision in writers.decide_all(&tenant, intents).await? {
             if matches!(decision, Decision::Created(_)) {
                 released += 1;
+                writers
+                    .stats()
+                    .expired_holds_released
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
     }

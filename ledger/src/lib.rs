@@ -24,6 +24,7 @@ pub mod keys;
 pub mod names;
 pub mod state;
 pub mod statement;
+pub mod stats;
 pub mod store;
 pub mod usage;
 pub mod verify;

@@ -9,7 +9,7 @@
 //! the optional wait for more intents (`linger`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::decide::Decision;
 use crate::intent::Intent;
+use crate::stats::Histogram;
 use crate::store::Storage;
 use crate::LedgerError;
 
@@ -54,11 +55,54 @@ struct TenantQueue {
     pending: Arc<AtomicUsize>,
 }
 
-/// Observations of the writers, for benchmarks and operators.
-#[derive(Debug, Default)]
+/// Observations of the writers, for benchmarks and operators (`tally-api`
+/// renders them at `GET /metrics`).
+#[derive(Debug)]
 pub struct WriterStats {
     pub groups: AtomicUsize,
     pub intents: AtomicUsize,
+    /// Groups whose transaction failed (after the one retry): every caller
+    /// in them got 503 and nothing was committed.
+    pub failed_groups: AtomicUsize,
+    /// Intents per group transaction.
+    pub group_size: Histogram,
+    /// Microseconds from `BEGIN` to the end of `COMMIT` (the retry included).
+    pub commit_micros: Histogram,
+    /// Expired holds this process released (`crate::expiry`).
+    pub expired_holds_released: AtomicU64,
+}
+
+/// Bounds of [`WriterStats::group_size`], in intents (`max_group` ≤ 10,000).
+pub const GROUP_SIZE_BOUNDS: [u64; 12] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000];
+
+/// Bounds of [`WriterStats::commit_micros`], in microseconds (0.5 ms – 10 s).
+pub const COMMIT_MICROS_BOUNDS: [u64; 14] = [
+    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    2_500_000, 5_000_000, 10_000_000,
+];
+
+impl Default for WriterStats {
+    fn default() -> Self {
+        Self {
+            groups: AtomicUsize::new(0),
+            intents: AtomicUsize::new(0),
+            failed_groups: AtomicUsize::new(0),
+            group_size: Histogram::new(&GROUP_SIZE_BOUNDS),
+            commit_micros: Histogram::new(&COMMIT_MICROS_BOUNDS),
+            expired_holds_released: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Intents waiting in (or being decided by) the writers of this process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// Summed over tenants.
+    pub total: usize,
+    /// The fullest tenant's queue (compare with `queue_capacity`).
+    pub max: usize,
+    /// Tenants with a writer in this process.
+    pub tenants: usize,
 }
 
 /// Hands intents to their tenant's writer.
@@ -86,6 +130,25 @@ impl Writers {
 
     pub fn stats(&self) -> &WriterStats {
         &self.stats
+    }
+
+    pub fn config(&self) -> WriterConfig {
+        self.config
+    }
+
+    /// How many intents wait, now; reads one atomic per tenant.
+    pub fn queue_depth(&self) -> QueueDepth {
+        let queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let mut depth = QueueDepth {
+            tenants: queues.len(),
+            ..QueueDepth::default()
+        };
+        for queue in queues.values() {
+            let n = queue.pending.load(Ordering::Acquire);
+            depth.total += n;
+            depth.max = depth.max.max(n);
+        }
+        depth
     }
 
     /// Queues `intent` and waits for its committed decision.
@@ -203,6 +266,13 @@ async fn run(
         let result = commit_with_retry(&storage, &tenant, &intents).await;
         stats.groups.fetch_add(1, Ordering::Relaxed);
         stats.intents.fetch_add(size, Ordering::Relaxed);
+        stats.group_size.observe(size as u64);
+        stats
+            .commit_micros
+            .observe(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+        if result.is_err() {
+            stats.failed_groups.fetch_add(1, Ordering::Relaxed);
+        }
         tracing::debug!(
             tenant = %tenant,
             group = size,

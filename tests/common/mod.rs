@@ -324,15 +324,17 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
+        let mut args = vec!["--database-url", database_url, "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        Server::start_args(&args, env).await
+    }
+
+    /// `tally serve` with exactly these flags and environment variables
+    /// (the database and the address may come from a configuration file).
+    pub async fn start_args(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(TALLY)
-            .args([
-                "serve",
-                "--database-url",
-                database_url,
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .args(extra)
+            .arg("serve")
+            .args(args)
             .envs(env.iter().copied())
             .env("TALLY_LOG", "warn")
             .stdout(Stdio::piped())
@@ -370,6 +372,21 @@ impl Server {
             .trim_start_matches("http://")
             .parse()
             .expect("the server prints an address")
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
+    /// The exit code once the process has stopped by itself (None if
+    /// killed by a signal).
+    pub async fn wait(mut self) -> Option<i32> {
+        let exit = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("tally serve did not stop within 30 s")
+            .unwrap();
+        exit.code()
     }
 
     /// SIGTERM, then the exit code (None if killed by a signal).
@@ -470,4 +487,76 @@ pub fn debit(id: &str, account: &str, amount: &str) -> Value {
     serde_json::json!({
         "usage_record_id": id, "account": account, "amount": amount, "unit": "USD"
     })
+}
+
+/// What a server wrote to standard error, line by line, as it runs.
+#[derive(Clone, Default)]
+pub struct ServerLog {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ServerLog {
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+}
+
+impl Server {
+    /// `tally serve` like [`Server::start_with_env`], but its standard error
+    /// is captured instead of inherited, and `env` may set `TALLY_LOG`
+    /// (default `warn`).
+    pub async fn start_capturing_log(
+        database_url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Server, ServerLog) {
+        let mut child = Command::new(TALLY)
+            .args([
+                "serve",
+                "--database-url",
+                database_url,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .env("TALLY_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let log = ServerLog::default();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let sink = log.lines.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = stderr.next_line().await {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("tally serve did not start within 60 s")
+            .unwrap()
+            .unwrap_or_else(|| panic!("tally serve exited before listening: {:?}", log.lines()));
+        let base = line
+            .strip_prefix("tally listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        (
+            Server {
+                child,
+                base,
+                client,
+            },
+            log,
+        )
+    }
 }

@@ -18,23 +18,53 @@ use tally_ledger::LedgerError;
 
 use crate::auth::Caller;
 use crate::body::JsonObject;
+use crate::openapi::schemas::{self, AccountSettingsRequest, Metadata, Problem};
 use crate::problem::{answer, ApiError};
 use crate::server::AppState;
 
-#[derive(Debug, Serialize)]
+/// An account: its settings and its current balance.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Account, example = json!({
+    "account": "cust_42", "unit": "USD", "overdraft": {"limit": "50"},
+    "metadata": {"plan": "pro"}, "settings_version": 1,
+    "settings_entry_id": "ent_0193a8d2c4f07b3e9a51c2d4e6f80a1b",
+    "balance": {"account": "cust_42", "unit": "USD", "debits": "0", "credits": "0",
+                "posted": "0", "held": "0", "available": "0", "as_of_seq": 1}
+}))]
 pub struct AccountView {
     account: String,
     unit: String,
     /// `"allow"`, `"forbid"` or `{"limit": "<amount>"}`.
+    #[schema(value_type = schemas::Overdraft)]
     overdraft: Value,
+    #[schema(value_type = Option<Metadata>, required = true)]
     metadata: Option<Map<String, Value>>,
     /// 0 until the account's settings are first set.
     settings_version: i64,
     /// The `account_settings` entry that set the current settings.
+    #[schema(required = true)]
     settings_entry_id: Option<String>,
     balance: BalanceView,
 }
 
+#[utoipa::path(
+    put,
+    path = "/v1/accounts/{account}",
+    tag = "accounts",
+    operation_id = "putAccount",
+    summary = "Set an account's settings",
+    description = "Sets the unit, overdraft floor and metadata, in full. Idempotent by content: \
+        settings equal to the current ones write nothing; different ones append an \
+        `account_settings` entry. An account's unit cannot change once it has one.",
+    params(("account" = String, Path, description = "A customer account (1–128 bytes, not `@…`).", example = "cust_42")),
+    request_body = AccountSettingsRequest,
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 200, description = "The account with its settings.", body = AccountView),
+        (status = 422, description = "`invalid_request`; `unit_mismatch` (the account already \
+            has another unit).", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn put_account(
     State(app): State<AppState>,
     caller: Caller,
@@ -51,6 +81,20 @@ pub async fn put_account(
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/accounts/{account}",
+    tag = "accounts",
+    operation_id = "getAccount",
+    summary = "Read an account",
+    params(("account" = String, Path, description = "A customer account.", example = "cust_42")),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The account; `settings_version` 0 if its settings were \
+            never set.", body = AccountView),
+        (status = 404, description = "`not_found`: the account has neither settings nor entries.", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn get_account(
     State(app): State<AppState>,
     caller: Caller,

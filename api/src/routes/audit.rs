@@ -15,6 +15,7 @@ use tally_ledger::keys::Scope;
 
 use super::query::QueryParams;
 use crate::auth::Caller;
+use crate::openapi::schemas::{ExportQuery, Problem};
 use crate::problem::ApiError;
 use crate::server::AppState;
 
@@ -22,13 +23,32 @@ use crate::server::AppState;
 /// the head), as JSONL (default) or CSV. The range is fixed when the
 /// request starts, so entries appended meanwhile are not in this export.
 /// A database failure mid-way aborts the response before its trailer.
+#[utoipa::path(
+    get,
+    path = "/v1/audit/export",
+    tag = "audit",
+    operation_id = "getAuditExport",
+    summary = "Export the log",
+    description = "Streams the caller's entries `from_seq`..`to_seq` as JSON Lines or CSV, with a \
+        trailer (signed when the server has a signing key) that `tally verify --export` checks \
+        offline (docs/audit.md). A failure mid-way ends the stream without its trailer.",
+    params(ExportQuery),
+    security(("bearer" = ["audit"])),
+    responses(
+        (status = 200, description = "The export, as an attachment.", content(
+            (String = "application/x-ndjson"), (String = "text/csv"),
+        ), headers(("Content-Disposition" = String, description = "`attachment; filename=\"tally-export-…\"`"))),
+        (status = 422, description = "`invalid_request`: `format` not `jsonl` or `csv`, a seq out \
+            of range, or an unknown or repeated parameter.", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn get_export(
     State(app): State<AppState>,
     caller: Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Audit)?;
-    let mut q = QueryParams::parse(raw.as_deref(), &["format", "from_seq", "to_seq"])?;
+    let mut q = QueryParams::documented::<ExportQuery>(raw.as_deref())?;
     let format = match q.text("format") {
         None => Some(ExportFormat::Jsonl),
         Some(text) => {
@@ -82,22 +102,41 @@ pub async fn get_export(
     Ok(response)
 }
 
-#[derive(Serialize)]
+/// The caller's chain head, signed when the server has a key.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = AuditHead)]
 pub struct HeadView {
     tenant: String,
     seq: i64,
     hash: String,
     checked_at: String,
     /// `"on"` or `"off"`.
+    #[schema(value_type = String)]
     signing: &'static str,
     /// The checkpoint over (tenant, seq, hash, checked_at); null when
     /// signing is off.
+    #[schema(required = true)]
     signature: Option<Signature>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, nullable = false)]
     notice: Option<&'static str>,
 }
 
 /// The caller's chain head now, signed when the server has a key.
+#[utoipa::path(
+    get,
+    path = "/v1/audit/head",
+    tag = "audit",
+    operation_id = "getAuditHead",
+    summary = "The signed chain head",
+    description = "The caller's last `seq` and `hash` now, with an Ed25519 signature over \
+        (tenant, seq, hash, checked_at) when signing is on.",
+    security(("bearer" = ["audit"])),
+    responses(
+        (status = 200, description = "The head.", body = HeadView),
+        (status = 422, description = "`invalid_request`: any query parameter.", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn get_head(
     State(app): State<AppState>,
     caller: Caller,

@@ -8,9 +8,29 @@ use tally_ledger::statement::read_balance_at;
 
 use super::query::QueryParams;
 use crate::auth::Caller;
+use crate::openapi::schemas::{BalanceQuery, Problem};
 use crate::problem::ApiError;
 use crate::server::AppState;
 
+#[utoipa::path(
+    get,
+    path = "/v1/accounts/{account}/balance",
+    tag = "accounts",
+    operation_id = "getBalance",
+    summary = "Read a balance, now or as of a seq or a time",
+    description = "Now, as of a log position (`as_of_seq`), or as of a time on `recorded_at` \
+        (`as_of`). A system account holding several units needs `unit`.",
+    params(("account" = String, Path, description = "Any account, system accounts included.", example = "cust_42"), BalanceQuery),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The balance.", body = BalanceView),
+        (status = 404, description = "`not_found`: the account has no entries (in that unit), or \
+            is another tenant's.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request`: an unknown, repeated or invalid \
+            parameter; `as_of_seq` beyond the head; `as_of` in the future or with `as_of_seq`; \
+            `unit` missing for a multi-unit system account.", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn get_balance(
     State(app): State<AppState>,
     caller: Caller,
@@ -18,7 +38,7 @@ pub async fn get_balance(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<BalanceView>, ApiError> {
     caller.require(Scope::Read)?;
-    let mut q = QueryParams::parse(raw.as_deref(), &["as_of_seq", "as_of", "unit"])?;
+    let mut q = QueryParams::documented::<BalanceQuery>(raw.as_deref())?;
     let as_of_seq = q.int("as_of_seq", 0, i64::MAX);
     let as_of = q.timestamp("as_of");
     if as_of.is_some() && as_of_seq.is_some() {

@@ -15,19 +15,27 @@ use tally_ledger::keys::Scope;
 
 use crate::auth::Caller;
 use crate::body::JsonObject;
+use crate::openapi::schemas::{BatchRequest, Problem};
 use crate::problem::{answer, Answer, ApiError};
 use crate::server::AppState;
 
 /// Most operations in one batch.
 pub const MAX_OPERATIONS: usize = 1_000;
 
-#[derive(Serialize)]
-struct BatchItem {
+/// The answer to one operation, exactly as its single endpoint would give
+/// it: `entry` for a 201 or a replayed 200, `problem` otherwise.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct BatchItem {
+    /// The HTTP status the single endpoint would answer.
+    #[schema(example = 201)]
     status: u16,
+    /// Whether it is a replay (the single endpoint's `Idempotent-Replayed`).
     replayed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = EntryView, nullable = false)]
     entry: Option<Box<EntryView>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Problem, nullable = false)]
     problem: Option<Map<String, Value>>,
 }
 
@@ -66,8 +74,9 @@ const BATCH_KINDS: [EntryKind; 5] = [
     EntryKind::Reversal,
 ];
 
-#[derive(Serialize)]
-struct BatchResults {
+/// One result per operation, in request order.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct BatchResults {
     results: Vec<BatchItem>,
 }
 
@@ -124,6 +133,25 @@ fn parse_operation(op: Value) -> Result<Intent, Answer> {
     Intent::parse(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/batch",
+    tag = "entries",
+    operation_id = "postBatch",
+    summary = "Post up to 1,000 operations at once",
+    description = "Usage debits, payments, holds, refunds and reversals (each with its `type`), \
+        decided in order in one group. Each result is what its single endpoint would answer; an \
+        invalid or conflicting operation does not affect the others. The same key twice in one \
+        batch: the second is a replay of the first (or a 409). A database failure fails the \
+        whole batch (503, nothing committed), so it can be retried as a whole. Body up to 8 MiB.",
+    request_body = BatchRequest,
+    security(("bearer" = ["post"])),
+    responses(
+        (status = 200, description = "One result per operation, in request order.", body = BatchResults),
+        (status = 422, description = "`invalid_request` on `operations` (missing, empty, more \
+            than 1,000, not an array) or an unknown top-level field; nothing written.", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn post_batch(
     State(app): State<AppState>,
     caller: Caller,

@@ -12,6 +12,8 @@ use tally_ledger::store::EntryFilter;
 
 use super::query::QueryParams;
 use crate::auth::Caller;
+use crate::openapi::schemas::{EntriesQuery, Problem};
+use crate::openapi::text;
 use crate::problem::ApiError;
 use crate::server::AppState;
 
@@ -19,6 +21,21 @@ use crate::server::AppState;
 pub const MAX_PAGE: i64 = 1_000;
 pub const DEFAULT_PAGE: i64 = 100;
 
+#[utoipa::path(
+    get,
+    path = "/v1/entries/{id}",
+    tag = "entries",
+    operation_id = "getEntry",
+    summary = "Read one entry",
+    description = "The entry as first recorded; an entry that was reversed also shows \
+        `reversed_by`.",
+    params(("id" = String, Path, description = "The entry's `id`.", example = "ent_0193a8d2c4f07b3e9a51c2d4e6f80a1b")),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The entry.", body = EntryView),
+        (status = 404, description = text::NOT_FOUND, body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn get_entry(
     State(app): State<AppState>,
     caller: Caller,
@@ -42,23 +59,36 @@ pub async fn get_entry(
     Ok(Json(view))
 }
 
-#[derive(Serialize)]
+/// A page of the log, in `seq` order.
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct EntryPage {
     entries: Vec<EntryView>,
     /// Pass as `after_seq` for the next page; null when this page is the last.
     next_after_seq: Option<i64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/entries",
+    tag = "entries",
+    operation_id = "listEntries",
+    summary = "List entries",
+    description = "The caller's log in `seq` order, filtered, a page at a time: pass \
+        `next_after_seq` as `after_seq` until it is null.",
+    params(EntriesQuery),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "A page.", body = EntryPage),
+        (status = 422, description = text::INVALID_QUERY, body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn list_entries(
     State(app): State<AppState>,
     caller: Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<EntryPage>, ApiError> {
     caller.require(Scope::Read)?;
-    let mut q = QueryParams::parse(
-        raw.as_deref(),
-        &["account", "kind", "after_seq", "limit", "from", "to"],
-    )?;
+    let mut q = QueryParams::documented::<EntriesQuery>(raw.as_deref())?;
     let account = q.text("account");
     if let Some(a) = &account {
         if let Err(m) = check_any_account(a) {

@@ -5,7 +5,7 @@ use axum::response::Response;
 use axum::Json;
 use serde::Serialize;
 use tally_ledger::amount::canonical;
-use tally_ledger::entry::format_recorded_at;
+use tally_ledger::entry::{format_recorded_at, EntryView};
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 use tally_ledger::state::{StateKey, StateValue};
@@ -13,9 +13,28 @@ use tally_ledger::state::{StateKey, StateValue};
 use super::rules::decide;
 use crate::auth::Caller;
 use crate::body::JsonObject;
+use crate::openapi::schemas::{CaptureRequest, HoldRequest, HoldStatus, Problem, ReleaseRequest};
+use crate::openapi::text;
 use crate::problem::ApiError;
 use crate::server::AppState;
 
+#[utoipa::path(
+    post,
+    path = "/v1/holds",
+    tag = "holds",
+    operation_id = "postHold",
+    summary = "Reserve an amount (a hold)",
+    description = "Reserves `amount` of the account's available balance until it is captured, released or expires (`expires_at`, or `ttl_seconds` from `recorded_at`). Keyed by `hold_id`.",
+    request_body = HoldRequest,
+    security(("bearer" = ["post"])),
+    responses(
+        (status = 201, description = text::CREATED, body = EntryView),
+        (status = 200, description = text::REPLAYED, body = EntryView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
+        (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request` (also: both or neither of `expires_at` and `ttl_seconds`; `expires_at` not in the future or more than 366 days ahead); `unit_mismatch`; the stored rejection `insufficient_funds` (with `entry`).", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn post_hold(
     State(app): State<AppState>,
     caller: Caller,
@@ -24,6 +43,25 @@ pub async fn post_hold(
     decide(app, caller, Scope::Post, body, Intent::hold).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/holds/{hold_id}/capture",
+    tag = "holds",
+    operation_id = "postCapture",
+    summary = "Capture a hold",
+    description = "Posts `amount` (at most the hold) from the account to the hold's `counter_account`; the rest of the hold is released. Keyed by `capture_id`.",
+    params(("hold_id" = String, Path, description = "The hold's `hold_id`.", example = "hold_123")),
+    request_body = CaptureRequest,
+    security(("bearer" = ["post"])),
+    responses(
+        (status = 201, description = text::CREATED, body = EntryView),
+        (status = 200, description = text::REPLAYED, body = EntryView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
+        (status = 404, description = "`not_found`: no such hold (`field`: `hold_id`).", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request` (also: `amount` above the hold); stored rejections `hold_not_open` (captured, released, expired or rejected) and `hold_expired` (past `expires_at`), with `entry`.", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn post_capture(
     State(app): State<AppState>,
     caller: Caller,
@@ -36,6 +74,25 @@ pub async fn post_capture(
     .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/holds/{hold_id}/release",
+    tag = "holds",
+    operation_id = "postRelease",
+    summary = "Release a hold",
+    description = "Gives the whole hold back to the account's available balance. Keyed by `release_id` (not starting with `@`). Also accepted after `expires_at`.",
+    params(("hold_id" = String, Path, description = "The hold's `hold_id`.", example = "hold_123")),
+    request_body = ReleaseRequest,
+    security(("bearer" = ["post"])),
+    responses(
+        (status = 201, description = text::CREATED, body = EntryView),
+        (status = 200, description = text::REPLAYED, body = EntryView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
+        (status = 404, description = "`not_found`: no such hold (`field`: `hold_id`).", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request`; the stored rejection `hold_not_open` (with `entry`).", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn post_release(
     State(app): State<AppState>,
     caller: Caller,
@@ -49,20 +106,42 @@ pub async fn post_release(
 }
 
 /// `GET /v1/holds/{hold_id}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Hold)]
 pub struct HoldView {
     hold_id: String,
     account: String,
     unit: String,
+    /// The held amount.
+    #[schema(format = "decimal", example = "5")]
     amount: String,
+    /// The account a capture credits.
     counter_account: String,
+    #[schema(format = DateTime)]
     expires_at: String,
     /// `open`, `captured`, `released`, `expired` or `rejected`.
+    #[schema(value_type = HoldStatus)]
     status: &'static str,
+    /// The hold's own entry.
     entry_id: String,
+    /// The entry that captured or released it; null while open.
+    #[schema(required = true)]
     closed_by: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/holds/{hold_id}",
+    tag = "holds",
+    operation_id = "getHold",
+    summary = "Read a hold",
+    params(("hold_id" = String, Path, description = "The hold's `hold_id`.", example = "hold_123")),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The hold and its status.", body = HoldView),
+        (status = 404, description = text::NOT_FOUND, body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn get_hold(
     State(app): State<AppState>,
     caller: Caller,

@@ -3,14 +3,37 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use tally_ledger::entry::EntryView;
 use tally_ledger::intent::{EntryKind, Intent};
 use tally_ledger::keys::Scope;
 
 use crate::auth::Caller;
 use crate::body::JsonObject;
+use crate::openapi::schemas::{PaymentRequest, Problem, UsageDebitRequest};
+use crate::openapi::text;
 use crate::problem::{answer, ApiError};
 use crate::server::AppState;
 
+#[utoipa::path(
+    post,
+    path = "/v1/usage-debits",
+    tag = "entries",
+    operation_id = "postUsageDebit",
+    summary = "Record a usage debit",
+    description = "Debits `account` by `amount` and credits `@revenue` (or `counter_account`). \
+        Keyed by `usage_record_id`.",
+    request_body = UsageDebitRequest,
+    security(("bearer" = ["post"])),
+    responses(
+        (status = 201, description = text::CREATED, body = EntryView),
+        (status = 200, description = text::REPLAYED, body = EntryView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
+        (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request`; `unit_mismatch`; or the stored \
+            rejection `insufficient_funds` (the account's overdraft floor), with the rejected \
+            `entry`, on every replay too (`Idempotent-Replayed: true`).", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn post_usage_debit(
     State(app): State<AppState>,
     caller: Caller,
@@ -19,6 +42,26 @@ pub async fn post_usage_debit(
     post(app, caller, EntryKind::UsageDebit, body).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/payments",
+    tag = "entries",
+    operation_id = "postPayment",
+    summary = "Record a payment",
+    description = "Credits `account` with `amount` and debits `@payments` (or \
+        `counter_account`). Keyed by `payment_id`.",
+    request_body = PaymentRequest,
+    security(("bearer" = ["post"])),
+    responses(
+        (status = 201, description = text::CREATED, body = EntryView),
+        (status = 200, description = text::REPLAYED, body = EntryView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
+        (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request`; `unit_mismatch`; or the stored \
+            rejection `insufficient_funds` when `counter_account` is a customer account below \
+            its floor (with the rejected `entry`).", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn post_payment(
     State(app): State<AppState>,
     caller: Caller,

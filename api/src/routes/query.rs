@@ -31,6 +31,18 @@ impl QueryParams {
         Ok(Self { params, errors })
     }
 
+    /// Parses with the parameters the endpoint's OpenAPI query type `P`
+    /// documents as the known ones, so what is accepted and what is
+    /// documented are one list.
+    pub fn documented<P: utoipa::IntoParams>(raw: Option<&str>) -> Result<Self, ApiError> {
+        let names: Vec<String> = P::into_params(|| None)
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        let allowed: Vec<&str> = names.iter().map(String::as_str).collect();
+        Self::parse(raw, &allowed)
+    }
+
     pub fn text(&mut self, name: &str) -> Option<String> {
         self.params.remove(name)
     }

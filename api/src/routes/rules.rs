@@ -5,15 +5,36 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
+use tally_ledger::entry::EntryView;
 use tally_ledger::fields::ValidationErrors;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 
 use crate::auth::Caller;
 use crate::body::JsonObject;
+use crate::openapi::schemas::{AdjustmentRequest, Problem, RefundRequest, ReversalRequest};
+use crate::openapi::text;
 use crate::problem::{answer, ApiError};
 use crate::server::AppState;
 
+#[utoipa::path(
+    post,
+    path = "/v1/refunds",
+    tag = "rules",
+    operation_id = "postRefund",
+    summary = "Refund a payment",
+    description = "Moves `amount` back from the paid account to the payment's debit side. Keyed by `refund_id`.",
+    request_body = RefundRequest,
+    security(("bearer" = ["post"])),
+    responses(
+        (status = 201, description = text::CREATED, body = EntryView),
+        (status = 200, description = text::REPLAYED, body = EntryView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
+        (status = 404, description = "`not_found`: no such payment (`field`: `payment_id`); retry once the payment exists.", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request`; stored rejections `refund_exceeds_payment` (refunds would total more than the payment; a reversed or rejected payment refunds nothing) and `insufficient_funds`, with `entry`.", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn post_refund(
     State(app): State<AppState>,
     caller: Caller,
@@ -22,6 +43,24 @@ pub async fn post_refund(
     decide(app, caller, Scope::Post, body, Intent::refund).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/reversals",
+    tag = "rules",
+    operation_id = "postReversal",
+    summary = "Reverse an entry",
+    description = "Appends the compensating entry of a posted entry (its credit side back to its debit side, the whole amount). Always possible: no overdraft floor applies. Keyed by `reversal_id`.",
+    request_body = ReversalRequest,
+    security(("bearer" = ["post"])),
+    responses(
+        (status = 201, description = text::CREATED, body = EntryView),
+        (status = 200, description = text::REPLAYED, body = EntryView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
+        (status = 404, description = "`not_found`: no such entry (`field`: `entry_id`).", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request` (also: the entry moves no money — `hold`, `hold_release`, `account_settings` —, is a reversal, or was rejected); the stored rejection `already_reversed` (with `entry`).", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn post_reversal(
     State(app): State<AppState>,
     caller: Caller,
@@ -30,6 +69,23 @@ pub async fn post_reversal(
     decide(app, caller, Scope::Post, body, Intent::reversal).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/adjustments",
+    tag = "rules",
+    operation_id = "postAdjustment",
+    summary = "Adjust a balance",
+    description = "An `admin` correction: `credit` moves `amount` from `@adjustments` to the account, `debit` the other way. No overdraft floor applies. Keyed by `adjustment_id`.",
+    request_body = AdjustmentRequest,
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 201, description = text::CREATED, body = EntryView),
+        (status = 200, description = text::REPLAYED, body = EntryView,
+            headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
+        (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request` (also: no `unit` for an account that has none); `unit_mismatch`.", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn post_adjustment(
     State(app): State<AppState>,
     caller: Caller,

@@ -10,9 +10,30 @@ use tally_ledger::statement::{read_statement, StatementView};
 
 use super::query::QueryParams;
 use crate::auth::Caller;
+use crate::openapi::schemas::{Problem, StatementQuery};
 use crate::problem::ApiError;
 use crate::server::AppState;
 
+#[utoipa::path(
+    get,
+    path = "/v1/accounts/{account}/statement",
+    tag = "accounts",
+    operation_id = "getStatement",
+    summary = "A statement of a period",
+    description = "Opening balance (`recorded_at < from`), the period's movements and entries \
+        (rejected ones included), closing balance (`recorded_at < to`), checked to add up. At \
+        most 100,000 entries (docs/audit.md).",
+    params(("account" = String, Path, description = "Any account.", example = "cust_42"), StatementQuery),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The statement.", body = StatementView),
+        (status = 404, description = "`not_found`: the account has no entries (in that unit), or \
+            is another tenant's.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request`: `from`/`to` missing or invalid, \
+            `from >= to`, `to` in the future, more than 100,000 entries (on `to`), or an \
+            unknown or repeated parameter.", body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn get_statement(
     State(app): State<AppState>,
     caller: Caller,
@@ -20,7 +41,7 @@ pub async fn get_statement(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<StatementView>, ApiError> {
     caller.require(Scope::Read)?;
-    let mut q = QueryParams::parse(raw.as_deref(), &["from", "to", "unit"])?;
+    let mut q = QueryParams::documented::<StatementQuery>(raw.as_deref())?;
     if let Err(m) = check_any_account(&account) {
         q.error("account", m);
     }

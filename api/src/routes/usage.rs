@@ -12,6 +12,8 @@ use tally_ledger::usage::{read_usage, Granularity, UsageView, DAY_FORMAT};
 
 use super::query::QueryParams;
 use crate::auth::Caller;
+use crate::openapi::schemas::{Problem, UsageQuery as UsageParams};
+use crate::openapi::text;
 use crate::problem::ApiError;
 use crate::server::AppState;
 
@@ -35,6 +37,22 @@ fn day(q: &mut QueryParams, name: &str) -> Option<NaiveDate> {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/accounts/{account}/usage",
+    tag = "accounts",
+    operation_id = "getUsage",
+    summary = "Usage per meter and day or month",
+    description = "From the usage summaries, an asynchronous projection: `current_as_of_seq` \
+        says up to which seq they are complete (equal to `head_seq` when nothing is pending). \
+        An account without usage is an empty list (docs/usage-summaries.md).",
+    params(("account" = String, Path, description = "A customer account.", example = "cust_42"), UsageParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The usage.", body = UsageView),
+        (status = 422, description = text::INVALID_QUERY, body = Problem, content_type = "application/problem+json"),
+    ),
+)]
 pub async fn get_usage(
     State(app): State<AppState>,
     caller: Caller,
@@ -42,7 +60,7 @@ pub async fn get_usage(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<UsageView>, ApiError> {
     caller.require(Scope::Read)?;
-    let mut q = QueryParams::parse(raw.as_deref(), &["meter", "from", "to", "granularity"])?;
+    let mut q = QueryParams::documented::<UsageParams>(raw.as_deref())?;
     if let Err(m) = check_any_account(&account) {
         q.error("account", m);
     }

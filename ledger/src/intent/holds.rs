@@ -5,7 +5,7 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
-use super::{read_counter, timestamp, Action, Common, EntryKind, Intent};
+use super::{read_counter, request_fields, timestamp, Action, Common, EntryKind, Intent};
 use crate::amount::canonical;
 use crate::fields::{Fields, ValidationErrors};
 use crate::names::{self, REVENUE_ACCOUNT};
@@ -44,17 +44,7 @@ pub struct HoldRequest {
 impl Intent {
     /// `POST /v1/holds`.
     pub fn hold(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
-        const ALLOWED: &[&str] = &[
-            "hold_id",
-            "account",
-            "amount",
-            "unit",
-            "expires_at",
-            "ttl_seconds",
-            "counter_account",
-            "metadata",
-        ];
-        let mut f = Fields::new(body, ALLOWED);
+        let mut f = Fields::new(body, request_fields::HOLD);
         let upstream_id = f.required_str("hold_id", names::check_upstream_id);
         let common = Common::read(&mut f);
         let expires_at = f.optional_timestamp("expires_at");
@@ -129,7 +119,7 @@ impl Intent {
 
     /// `POST /v1/holds/{hold_id}/capture`.
     pub fn capture(hold_id: &str, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
-        let mut f = Fields::new(body, &["capture_id", "amount", "metadata"]);
+        let mut f = Fields::new(body, request_fields::CAPTURE);
         if let Err(m) = names::check_upstream_id(hold_id) {
             f.error("hold_id", m);
         }
@@ -160,7 +150,7 @@ impl Intent {
 
     /// `POST /v1/holds/{hold_id}/release`.
     pub fn release(hold_id: &str, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
-        let mut f = Fields::new(body, &["release_id", "metadata"]);
+        let mut f = Fields::new(body, request_fields::RELEASE);
         if let Err(m) = names::check_upstream_id(hold_id) {
             f.error("hold_id", m);
         }

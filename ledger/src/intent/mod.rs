@@ -17,7 +17,68 @@ mod rules;
 pub use holds::{HoldExpiry, HoldRequest};
 pub use rules::{AdjustmentRequest, Direction, SettingsChange};
 
+/// The fields each request body may carry; any other is refused with "is
+/// not a known field". The OpenAPI request schemas of tally-api are checked
+/// against these lists (tests/openapi.rs).
+pub mod request_fields {
+    /// `POST /v1/usage-debits`.
+    pub const USAGE_DEBIT: &[&str] = &[
+        "usage_record_id",
+        "account",
+        "amount",
+        "unit",
+        "meter",
+        "quantity",
+        "occurred_at",
+        "counter_account",
+        "metadata",
+    ];
+    /// `POST /v1/payments`.
+    pub const PAYMENT: &[&str] = &[
+        "payment_id",
+        "account",
+        "amount",
+        "unit",
+        "processor",
+        "occurred_at",
+        "counter_account",
+        "metadata",
+    ];
+    /// `POST /v1/holds`.
+    pub const HOLD: &[&str] = &[
+        "hold_id",
+        "account",
+        "amount",
+        "unit",
+        "expires_at",
+        "ttl_seconds",
+        "counter_account",
+        "metadata",
+    ];
+    /// `POST /v1/holds/{hold_id}/capture`.
+    pub const CAPTURE: &[&str] = &["capture_id", "amount", "metadata"];
+    /// `POST /v1/holds/{hold_id}/release`.
+    pub const RELEASE: &[&str] = &["release_id", "metadata"];
+    /// `POST /v1/refunds`.
+    pub const REFUND: &[&str] = &["refund_id", "payment_id", "amount", "reason", "metadata"];
+    /// `POST /v1/reversals`.
+    pub const REVERSAL: &[&str] = &["reversal_id", "entry_id", "reason", "metadata"];
+    /// `POST /v1/adjustments`.
+    pub const ADJUSTMENT: &[&str] = &[
+        "adjustment_id",
+        "account",
+        "amount",
+        "unit",
+        "direction",
+        "reason",
+        "metadata",
+    ];
+    /// `PUT /v1/accounts/{account}`.
+    pub const SETTINGS: &[&str] = &["unit", "overdraft", "metadata"];
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EntryKind {
     UsageDebit,
@@ -172,18 +233,7 @@ impl Intent {
 
     /// `POST /v1/usage-debits`: debits `account`, credits `@revenue` or `counter_account`.
     pub fn usage_debit(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
-        const ALLOWED: &[&str] = &[
-            "usage_record_id",
-            "account",
-            "amount",
-            "unit",
-            "meter",
-            "quantity",
-            "occurred_at",
-            "counter_account",
-            "metadata",
-        ];
-        let mut f = Fields::new(body, ALLOWED);
+        let mut f = Fields::new(body, request_fields::USAGE_DEBIT);
         let upstream_id = f.required_str("usage_record_id", names::check_upstream_id);
         let common = Common::read(&mut f);
         let meter = f.optional_str("meter", names::check_label);
@@ -253,17 +303,7 @@ impl Intent {
 
     /// `POST /v1/payments`: debits `@payments` or `counter_account`, credits `account`.
     pub fn payment(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
-        const ALLOWED: &[&str] = &[
-            "payment_id",
-            "account",
-            "amount",
-            "unit",
-            "processor",
-            "occurred_at",
-            "counter_account",
-            "metadata",
-        ];
-        let mut f = Fields::new(body, ALLOWED);
+        let mut f = Fields::new(body, request_fields::PAYMENT);
         let upstream_id = f.required_str("payment_id", names::check_upstream_id);
         let common = Common::read(&mut f);
         let processor = f.optional_str("processor", names::check_label);

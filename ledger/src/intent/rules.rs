@@ -4,7 +4,7 @@
 use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
-use super::{Action, EntryKind, Intent};
+use super::{request_fields, Action, EntryKind, Intent};
 use crate::amount::canonical;
 use crate::fields::{Fields, ValidationErrors};
 use crate::names;
@@ -45,7 +45,7 @@ impl Intent {
     /// (`<account>#<version>`): a PUT is idempotent by its content, not by a
     /// client key.
     pub fn settings(account: &str, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
-        let mut f = Fields::new(body, &["unit", "overdraft", "metadata"]);
+        let mut f = Fields::new(body, request_fields::SETTINGS);
         if let Err(m) = names::check_customer_account(account) {
             f.error("account", m);
         }
@@ -88,10 +88,7 @@ impl Intent {
 
     /// `POST /v1/refunds`: back to the payer, out of the paid account.
     pub fn refund(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
-        let mut f = Fields::new(
-            body,
-            &["refund_id", "payment_id", "amount", "reason", "metadata"],
-        );
+        let mut f = Fields::new(body, request_fields::REFUND);
         let upstream_id = f.required_str("refund_id", names::check_upstream_id);
         let payment_id = f.required_str("payment_id", names::check_upstream_id);
         let amount = f.required_amount("amount");
@@ -122,7 +119,7 @@ impl Intent {
 
     /// `POST /v1/reversals`: the compensating entry of another.
     pub fn reversal(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
-        let mut f = Fields::new(body, &["reversal_id", "entry_id", "reason", "metadata"]);
+        let mut f = Fields::new(body, request_fields::REVERSAL);
         let upstream_id = f.required_str("reversal_id", names::check_upstream_id);
         let entry_id = f.required_str("entry_id", names::check_upstream_id);
         let reason = f.required_str("reason", names::check_reason);
@@ -149,18 +146,7 @@ impl Intent {
 
     /// `POST /v1/adjustments` (scope `admin`): a correction against `@adjustments`.
     pub fn adjustment(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
-        let mut f = Fields::new(
-            body,
-            &[
-                "adjustment_id",
-                "account",
-                "amount",
-                "unit",
-                "direction",
-                "reason",
-                "metadata",
-            ],
-        );
+        let mut f = Fields::new(body, request_fields::ADJUSTMENT);
         let upstream_id = f.required_str("adjustment_id", names::check_upstream_id);
         let account = f.required_str("account", names::check_customer_account);
         let amount = f.required_amount("amount");

@@ -6,6 +6,7 @@
 
 mod group;
 mod postgres;
+mod readiness;
 mod sqlite;
 mod usage;
 
@@ -23,7 +24,7 @@ use crate::LedgerError;
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
-pub use usage::{run_usage_projector, UsageQuery, UsageRead, USAGE_PAGE};
+pub use usage::{run_usage_projector, ProjectorStats, UsageQuery, UsageRead, USAGE_PAGE};
 
 /// Filters of `GET /v1/entries`.
 #[derive(Debug, Clone, Default)]
@@ -66,6 +67,17 @@ pub struct BalanceRow {
     pub balance: tally_projections::AccountBalance,
 }
 
+/// The use of the connection pool at one moment ([`Storage::pool_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Connections open (idle + in use).
+    pub open: u32,
+    pub idle: u32,
+    pub in_use: u32,
+    /// The most the pool opens (`--pool-size`).
+    pub max: u32,
+}
+
 /// A database, SQLite or PostgreSQL, chosen by URL.
 #[derive(Clone)]
 pub enum Storage {
@@ -98,6 +110,29 @@ impl Storage {
         match self {
             Storage::Sqlite(_) => "sqlite",
             Storage::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The connection pool's use, now (no I/O).
+    pub fn pool_stats(&self) -> PoolStats {
+        let (open, idle, max) = match self {
+            Storage::Sqlite(s) => (
+                s.pool.size(),
+                s.pool.num_idle(),
+                s.pool.options().get_max_connections(),
+            ),
+            Storage::Postgres(s) => (
+                s.pool.size(),
+                s.pool.num_idle(),
+                s.pool.options().get_max_connections(),
+            ),
+        };
+        let idle = u32::try_from(idle).unwrap_or(u32::MAX).min(open);
+        PoolStats {
+            open,
+            idle,
+            in_use: open - idle,
+            max,
         }
     }
 

@@ -10,6 +10,8 @@
 //! nothing: several `tally` processes may project one database and no
 //! entry is ever counted twice.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::NaiveDate;
@@ -198,6 +200,20 @@ impl Storage {
         Ok(match self {
             Storage::Sqlite(s) => sqlx::query_scalar(SQL).fetch_all(&s.pool).await?,
             Storage::Postgres(s) => sqlx::query_scalar(SQL).fetch_all(&s.pool).await?,
+        })
+    }
+
+    /// Tenants whose usage checkpoint is behind their head, with how many
+    /// entries behind (`head seq − checkpoint`), in one query.
+    pub async fn usage_lags(&self) -> Result<Vec<(String, i64)>, LedgerError> {
+        const SQL: &str = "SELECT h.tenant_id, h.seq - COALESCE(c.seq, 0) AS lag \
+             FROM ledger_heads h \
+             LEFT JOIN projector_checkpoints c \
+               ON c.tenant_id = h.tenant_id AND c.projector = 'usage' \
+             WHERE h.seq > COALESCE(c.seq, 0) ORDER BY h.tenant_id";
+        Ok(match self {
+            Storage::Sqlite(s) => sqlx::query_as(SQL).fetch_all(&s.pool).await?,
+            Storage::Postgres(s) => sqlx::query_as(SQL).fetch_all(&s.pool).await?,
         })
     }
 
@@ -575,7 +591,7 @@ impl Storage {
 /// The usage projector of `tally serve`: every `every`, projects every
 /// tenant that is behind up to its head. Errors are logged and retried on the next tick;
 /// the task never ends on its own.
-pub async fn run_usage_projector(storage: Storage, every: Duration) {
+pub async fn run_usage_projector(storage: Storage, every: Duration, stats: Arc<ProjectorStats>) {
     // The first round runs one interval after start, not at once.
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -584,6 +600,7 @@ pub async fn run_usage_projector(storage: Storage, every: Duration) {
         let tenants = match storage.usage_lagging_tenants().await {
             Ok(t) => t,
             Err(e) => {
+                stats.failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, "usage projection failed; will retry");
                 continue;
             }
@@ -591,8 +608,21 @@ pub async fn run_usage_projector(storage: Storage, every: Duration) {
         // A tenant that fails does not hold up the others.
         for tenant in tenants {
             if let Err(e) = storage.project_usage_to_head(&tenant).await {
+                stats.failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(tenant, error = %e, "usage projection failed; will retry");
             }
         }
+        stats.rounds.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Observations of this process's usage projector, for operators (the lag
+/// itself is read from the database: [`Storage::usage_lags`]).
+#[derive(Debug, Default)]
+pub struct ProjectorStats {
+    /// Rounds completed (failed tenants included).
+    pub rounds: AtomicU64,
+    /// Failed reads of the lagging tenants and failed tenant projections;
+    /// each is retried next round.
+    pub failures: AtomicU64,
 }

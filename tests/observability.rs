@@ -1,0 +1,649 @@
+//! Metrics (`GET /metrics`, Prometheus text format) and logs (request IDs,
+//! JSON lines, no secrets), over HTTP against real `tally serve` processes,
+//! on both engines.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use common::{debit, Engine, Ledger, Server};
+use serde_json::{json, Value};
+
+engine_tests!(
+    metrics_count_answers_by_route_status_and_code,
+    metrics_report_expired_holds_and_projection_lag,
+    json_logs_carry_request_ids_and_no_secrets,
+    text_logs_carry_request_ids,
+);
+
+/// One sample line: name, labels, value.
+#[derive(Debug, Clone)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// A parsed exposition: the families' HELP and TYPE, and every sample.
+#[derive(Debug, Default)]
+struct Exposition {
+    help: HashMap<String, String>,
+    kind: HashMap<String, String>,
+    samples: Vec<Sample>,
+}
+
+impl Exposition {
+    /// The value of the one sample with this name and exactly these labels.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let want: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let found: Vec<&Sample> = self
+            .samples
+            .iter()
+            .filter(|s| s.name == name && s.labels == want)
+            .collect();
+        assert!(found.len() <= 1, "{name} {labels:?} appears twice");
+        found.first().map(|s| s.value)
+    }
+
+    fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.value(name, labels)
+            .unwrap_or_else(|| panic!("no sample {name} {labels:?}"))
+    }
+}
+
+fn is_metric_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+fn is_label_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Parses `{a="x",b="y\"z"}`; returns the labels and the rest of the line.
+fn parse_labels(text: &str) -> (BTreeMap<String, String>, &str) {
+    let mut labels = BTreeMap::new();
+    let mut rest = text.strip_prefix('{').expect("labels start with {");
+    loop {
+        if let Some(r) = rest.strip_prefix('}') {
+            return (labels, r);
+        }
+        let eq = rest.find('=').expect("label=value");
+        let name = &rest[..eq];
+        assert!(is_label_name(name), "bad label name {name:?}");
+        rest = rest[eq + 1..]
+            .strip_prefix('"')
+            .expect("quoted label value");
+        let mut value = String::new();
+        let mut chars = rest.char_indices();
+        let end = loop {
+            let (i, c) = chars.next().expect("unterminated label value");
+            match c {
+                '"' => break i,
+                '\\' => match chars.next().expect("escape").1 {
+                    '\\' => value.push('\\'),
+                    '"' => value.push('"'),
+                    'n' => value.push('\n'),
+                    other => panic!("bad escape \\{other}"),
+                },
+                c => value.push(c),
+            }
+        };
+        assert!(
+            labels.insert(name.to_owned(), value).is_none(),
+            "label {name} twice"
+        );
+        rest = &rest[end + 1..];
+        rest = rest.strip_prefix(',').unwrap_or(rest);
+    }
+}
+
+fn parse_value(text: &str) -> f64 {
+    match text {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        "NaN" => f64::NAN,
+        t => t
+            .parse()
+            .unwrap_or_else(|_| panic!("bad sample value {t:?}")),
+    }
+}
+
+/// The family a sample belongs to: a histogram's `_bucket`, `_sum` and
+/// `_count` samples belong to the histogram.
+fn family_of<'a>(name: &'a str, kinds: &HashMap<String, String>) -> &'a str {
+    for suffix in ["_bucket", "_sum", "_count"] {
+        if let Some(base) = name.strip_suffix(suffix) {
+            if kinds.get(base).map(String::as_str) == Some("histogram") {
+                return base;
+            }
+        }
+    }
+    name
+}
+
+/// Parses the text exposition format strictly: every line is a HELP, a TYPE
+/// or a `name{labels} value` sample of a family whose HELP and TYPE came
+/// first; histograms have cumulative buckets ending in `+Inf` equal to
+/// `_count`, and a `_sum`.
+fn parse_exposition(text: &str) -> Exposition {
+    let mut e = Exposition::default();
+    assert!(text.ends_with('\n'), "the exposition ends with a newline");
+    for line in text.lines() {
+        assert!(!line.is_empty(), "empty line in {text}");
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').expect("HELP name text");
+            assert!(is_metric_name(name), "{line}");
+            assert!(!help.is_empty(), "{line}");
+            assert!(
+                e.help.insert(name.to_owned(), help.to_owned()).is_none(),
+                "HELP twice: {line}"
+            );
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
+            assert!(is_metric_name(name), "{line}");
+            assert!(
+                ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                "{line}"
+            );
+            assert!(e.help.contains_key(name), "TYPE before HELP: {line}");
+            assert!(
+                e.kind.insert(name.to_owned(), kind.to_owned()).is_none(),
+                "TYPE twice: {line}"
+            );
+        } else {
+            assert!(!line.starts_with('#'), "unexpected comment {line}");
+            let name_end = line.find(['{', ' ']).expect("name then labels or value");
+            let name = &line[..name_end];
+            assert!(is_metric_name(name), "{line}");
+            let (labels, rest) = if line[name_end..].starts_with('{') {
+                parse_labels(&line[name_end..])
+            } else {
+                (BTreeMap::new(), &line[name_end..])
+            };
+            let value = rest.strip_prefix(' ').expect("a space before the value");
+            assert!(!value.contains(' '), "no timestamps expected: {line}");
+            let family = family_of(name, &e.kind);
+            assert!(e.help.contains_key(family), "no HELP for {line}");
+            let kind = e
+                .kind
+                .get(family)
+                .unwrap_or_else(|| panic!("no TYPE for {line}"));
+            if kind == "counter" {
+                assert!(name.ends_with("_total"), "counter without _total: {line}");
+            }
+            e.samples.push(Sample {
+                name: name.to_owned(),
+                labels,
+                value: parse_value(value),
+            });
+        }
+    }
+    // Histograms: per label set, ascending cumulative buckets ending in +Inf
+    // equal to _count, and a _sum.
+    for (family, kind) in &e.kind {
+        if kind != "histogram" {
+            continue;
+        }
+        let mut series: BTreeMap<BTreeMap<String, String>, Vec<(f64, f64)>> = BTreeMap::new();
+        for s in e
+            .samples
+            .iter()
+            .filter(|s| s.name == format!("{family}_bucket"))
+        {
+            let mut labels = s.labels.clone();
+            let le = parse_value(&labels.remove("le").expect("a bucket has le"));
+            series.entry(labels).or_default().push((le, s.value));
+        }
+        for (labels, buckets) in series {
+            assert!(buckets.len() >= 2, "{family} {labels:?} has buckets");
+            for w in buckets.windows(2) {
+                assert!(w[0].0 < w[1].0, "{family} le ascending: {buckets:?}");
+                assert!(w[0].1 <= w[1].1, "{family} cumulative: {buckets:?}");
+            }
+            let (last_le, last) = *buckets.last().unwrap();
+            assert!(last_le.is_infinite(), "{family} ends with +Inf");
+            let pairs: Vec<(&str, &str)> = labels
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            assert_eq!(e.get(&format!("{family}_count"), &pairs), last, "{family}");
+            assert!(
+                e.value(&format!("{family}_sum"), &pairs).is_some(),
+                "{family}_sum"
+            );
+        }
+    }
+    e
+}
+
+async fn scrape(server: &Server) -> Exposition {
+    let r = server
+        .send(server.client.get(format!("{}/metrics", server.base)))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.content_type().starts_with("text/plain; version=0.0.4"),
+        "{}",
+        r.content_type()
+    );
+    parse_exposition(std::str::from_utf8(&r.body).unwrap())
+}
+
+async fn metrics_count_answers_by_route_status_and_code(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read,admin").await;
+    let server = ledger
+        .server_with(&[
+            "--usage-interval-ms",
+            "3600000",
+            "--hold-sweep-ms",
+            "3600000",
+        ])
+        .await;
+
+    let r = server
+        .put(
+            "/v1/accounts/cust_1",
+            &key,
+            &json!({"unit": "USD", "overdraft": "forbid"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let pay = json!({"payment_id": "pay_1", "account": "cust_1", "amount": "10", "unit": "USD"});
+    assert_eq!(server.post("/v1/payments", &key, &pay).await.status, 201);
+    let d1 = server
+        .post("/v1/usage-debits", &key, &debit("d1", "cust_1", "3"))
+        .await;
+    assert_eq!(d1.status, 201, "{d1:?}");
+    let replay = server
+        .post("/v1/usage-debits", &key, &debit("d1", "cust_1", "3"))
+        .await;
+    assert_eq!((replay.status, replay.replayed()), (200, true));
+    let conflict = server
+        .post("/v1/usage-debits", &key, &debit("d1", "cust_1", "4"))
+        .await;
+    assert_eq!(conflict.status, 409, "{conflict:?}");
+    let rejected = server
+        .post("/v1/usage-debits", &key, &debit("d2", "cust_1", "100"))
+        .await;
+    assert_eq!(rejected.status, 422, "{rejected:?}");
+    assert_eq!(rejected.code(), "insufficient_funds");
+    let refused = server
+        .post(
+            "/v1/usage-debits",
+            &key,
+            &json!({"usage_record_id": "d3", "account": "cust_1", "amount": "1", "unit": "EUR"}),
+        )
+        .await;
+    assert_eq!(refused.code(), "unit_mismatch");
+    // A route with a parameter is counted by its template, not its path;
+    // an unknown path by no path at all.
+    assert_eq!(server.get("/v1/holds/h_missing", &key).await.status, 404);
+    assert_eq!(server.get("/no/such/thing", &key).await.status, 404);
+    // No key: 401, counted too.
+    let anonymous = server
+        .send(server.client.get(format!("{}/v1/entries", server.base)))
+        .await;
+    assert_eq!(anonymous.status, 401);
+
+    let m = scrape(&server).await;
+    let http = |method: &str, route: &str, status: &str| {
+        m.get(
+            "tally_http_requests_total",
+            &[("method", method), ("route", route), ("status", status)],
+        )
+    };
+    assert_eq!(http("PUT", "/v1/accounts/{account}", "200"), 1.0);
+    assert_eq!(http("POST", "/v1/payments", "201"), 1.0);
+    assert_eq!(http("POST", "/v1/usage-debits", "201"), 1.0);
+    assert_eq!(http("POST", "/v1/usage-debits", "200"), 1.0);
+    assert_eq!(http("POST", "/v1/usage-debits", "409"), 1.0);
+    assert_eq!(http("POST", "/v1/usage-debits", "422"), 2.0);
+    assert_eq!(http("GET", "/v1/holds/{hold_id}", "404"), 1.0);
+    assert_eq!(http("GET", "unmatched", "404"), 1.0);
+    assert_eq!(http("GET", "/v1/entries", "401"), 1.0);
+    assert!(
+        !m.samples.iter().any(|s| s
+            .labels
+            .get("route")
+            .is_some_and(|r| r.contains("h_missing") || r.contains("no/such"))),
+        "raw paths never become labels"
+    );
+    assert_eq!(
+        m.get(
+            "tally_http_request_duration_seconds_count",
+            &[("method", "POST"), ("route", "/v1/usage-debits")]
+        ),
+        5.0
+    );
+
+    assert_eq!(m.get("tally_replays_total", &[]), 1.0);
+    assert_eq!(m.get("tally_idempotency_conflicts_total", &[]), 1.0);
+    assert_eq!(
+        m.get("tally_rejections_total", &[("code", "insufficient_funds")]),
+        1.0
+    );
+    assert_eq!(
+        m.get("tally_refusals_total", &[("code", "unit_mismatch")]),
+        1.0
+    );
+
+    // Seven intents went to the writer, one request at a time.
+    assert_eq!(m.get("tally_writer_group_size_sum", &[]), 7.0);
+    let groups = m.get("tally_writer_group_size_count", &[]);
+    assert!((1.0..=7.0).contains(&groups), "{groups}");
+    assert_eq!(
+        m.get("tally_writer_commit_duration_seconds_count", &[]),
+        groups
+    );
+    assert!(m.get("tally_writer_commit_duration_seconds_sum", &[]) > 0.0);
+    assert_eq!(m.get("tally_writer_failed_groups_total", &[]), 0.0);
+    assert_eq!(m.get("tally_writer_queued_intents", &[]), 0.0);
+    assert_eq!(m.get("tally_writer_queued_intents_max", &[]), 0.0);
+    assert_eq!(m.get("tally_writer_queue_capacity", &[]), 10_000.0);
+    assert_eq!(m.get("tally_writer_tenants", &[]), 1.0);
+
+    let open = m.get("tally_db_pool_connections", &[]);
+    assert!(open >= 1.0, "{open}");
+    assert_eq!(
+        m.get("tally_db_pool_idle_connections", &[])
+            + m.get("tally_db_pool_in_use_connections", &[]),
+        open
+    );
+    assert_eq!(m.get("tally_db_pool_max_connections", &[]), 16.0);
+    assert_eq!(m.get("tally_expired_holds_released_total", &[]), 0.0);
+    for family in [
+        "tally_http_requests_total",
+        "tally_http_request_duration_seconds",
+        "tally_writer_group_size",
+        "tally_writer_commit_duration_seconds",
+        "tally_usage_projection_lag_entries",
+    ] {
+        assert!(m.kind.contains_key(family), "{family}");
+    }
+    assert_eq!(m.kind["tally_writer_group_size"], "histogram");
+    assert_eq!(m.kind["tally_writer_queued_intents"], "gauge");
+
+    // A scrape is counted like any request, and needs no key.
+    let again = scrape(&server).await;
+    assert_eq!(
+        again.get(
+            "tally_http_requests_total",
+            &[("method", "GET"), ("route", "/metrics"), ("status", "200")]
+        ),
+        1.0
+    );
+}
+
+async fn metrics_report_expired_holds_and_projection_lag(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    // The projector never runs in this test: the lag is the whole log.
+    let server = ledger
+        .server_with(&["--usage-interval-ms", "3600000", "--hold-sweep-ms", "50"])
+        .await;
+    let m = scrape(&server).await;
+    assert_eq!(m.get("tally_usage_projection_lag_entries", &[]), 0.0);
+    assert_eq!(m.get("tally_usage_projection_lagging_tenants", &[]), 0.0);
+
+    for i in 0..3 {
+        let r = server
+            .post(
+                "/v1/usage-debits",
+                &key,
+                &debit(&format!("u{i}"), "cust", "1"),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    let hold =
+        json!({"hold_id": "h1", "account": "cust", "amount": "1", "unit": "USD", "ttl_seconds": 1});
+    assert_eq!(server.post("/v1/holds", &key, &hold).await.status, 201);
+
+    // The sweeper releases the hold once it expires.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let m = loop {
+        let m = scrape(&server).await;
+        if m.get("tally_expired_holds_released_total", &[]) >= 1.0 {
+            break m;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the hold was not released"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(m.get("tally_expired_holds_released_total", &[]), 1.0);
+    let hold = server.get("/v1/holds/h1", &key).await.json();
+    assert_eq!(hold["status"], "expired", "{hold}");
+    // Three debits, the hold, its release: five entries not yet projected.
+    assert_eq!(m.get("tally_usage_projection_lag_entries", &[]), 5.0);
+    assert_eq!(m.get("tally_usage_projection_lagging_tenants", &[]), 1.0);
+    assert_eq!(m.get("tally_usage_projector_rounds_total", &[]), 0.0);
+    drop(server);
+
+    // A server whose projector runs catches up, and says so.
+    let server = ledger.server_with(&["--usage-interval-ms", "20"]).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = scrape(&server).await;
+        if m.get("tally_usage_projection_lag_entries", &[]) == 0.0 {
+            assert!(m.get("tally_usage_projector_rounds_total", &[]) >= 1.0);
+            assert_eq!(m.get("tally_usage_projector_failures_total", &[]), 0.0);
+            assert_eq!(m.get("tally_usage_projection_lagging_tenants", &[]), 0.0);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the projection did not catch up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A signing key seed only this test knows (any 32 bytes are a seed).
+const SEED_HEX: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
+
+fn request_id(r: &common::Resp) -> String {
+    r.headers
+        .get("x-request-id")
+        .unwrap_or_else(|| panic!("no X-Request-Id in {r:?}"))
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn json_logs_carry_request_ids_and_no_secrets(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let wrong_key = format!("tally_{}", "0badc0de".repeat(8));
+    let (server, log) = Server::start_capturing_log(
+        &ledger.database_url,
+        &["--log-format", "json"],
+        &[("TALLY_LOG", "trace"), ("TALLY_SIGNING_KEY", SEED_HEX)],
+    )
+    .await;
+
+    // A generated ID on a success, echoed on every answer.
+    let created = server
+        .post("/v1/usage-debits", &key, &debit("u1", "cust", "1"))
+        .await;
+    assert_eq!(created.status, 201, "{created:?}");
+    let generated = request_id(&created);
+    assert_eq!(generated.len(), 36, "a UUID: {generated}");
+    assert!(uuid::Uuid::parse_str(&generated).is_ok(), "{generated}");
+
+    // The client's own ID is kept, on an error answer too.
+    let unauthenticated = server
+        .send(
+            server
+                .client
+                .get(format!("{}/v1/entries", server.base))
+                .bearer_auth(&wrong_key)
+                .header("x-request-id", "client-req-42"),
+        )
+        .await;
+    assert_eq!(unauthenticated.status, 401);
+    assert_eq!(request_id(&unauthenticated), "client-req-42");
+
+    // An ID that is not 1–128 visible ASCII characters is replaced.
+    for bad in ["has space", &"x".repeat(129), ""] {
+        let r = server
+            .send(
+                server
+                    .client
+                    .get(format!("{}/v1/accounts/cust/balance", server.base))
+                    .bearer_auth(&key)
+                    .header("x-request-id", bad),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let id = request_id(&r);
+        assert_ne!(id, bad);
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+    }
+    let longest = "y".repeat(128);
+    let r = server
+        .send(
+            server
+                .client
+                .get(format!("{}/healthz", server.base))
+                .header("x-request-id", &longest),
+        )
+        .await;
+    assert_eq!(request_id(&r), longest);
+
+    // A 404, a 405 and a malformed body carry one as well.
+    let not_found = server.get("/nowhere", &key).await;
+    assert_eq!(not_found.status, 404);
+    request_id(&not_found);
+    let wrong_method = server
+        .send(
+            server
+                .client
+                .delete(format!("{}/v1/usage-debits", server.base))
+                .bearer_auth(&key),
+        )
+        .await;
+    assert_eq!(wrong_method.status, 405);
+    request_id(&wrong_method);
+    let malformed = server
+        .post_raw("/v1/usage-debits", &key, "application/json", b"{".to_vec())
+        .await;
+    assert_eq!(malformed.status, 400);
+    request_id(&malformed);
+
+    // The key in other places a careless logger might print.
+    let r = server
+        .send(
+            server
+                .client
+                .get(format!("{}/v1/entries", server.base))
+                .header("authorization", format!("Basic {wrong_key}")),
+        )
+        .await;
+    assert_eq!(r.status, 401);
+
+    assert_eq!(server.terminate().await, Some(0));
+    let lines = log.lines();
+    assert!(lines.len() > 10, "trace logging logs: {lines:?}");
+
+    let secrets = [
+        key.clone(),
+        wrong_key.clone(),
+        key.trim_start_matches("tally_").to_owned(),
+        wrong_key.trim_start_matches("tally_").to_owned(),
+        tally_ledger::keys::hash_secret(&key),
+        tally_ledger::keys::hash_secret(&wrong_key),
+        SEED_HEX.to_owned(),
+    ];
+    let mut by_request: HashMap<String, Vec<Value>> = HashMap::new();
+    for line in &lines {
+        for secret in &secrets {
+            assert!(
+                !line.contains(secret.as_str()),
+                "a secret in the log: {line}"
+            );
+        }
+        assert!(
+            !line.to_ascii_lowercase().contains("authorization"),
+            "a header in the log: {line}"
+        );
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(
+            v["timestamp"].is_string() && v["level"].is_string(),
+            "{line}"
+        );
+        // Every line inside a request names it.
+        if let Some(spans) = v["spans"].as_array() {
+            if let Some(request) = spans.iter().find(|s| s["name"] == "request") {
+                let id = request["request_id"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("a request span without request_id: {line}"));
+                assert_eq!(v["span"]["request_id"], id, "{line}");
+                by_request.entry(id.to_owned()).or_default().push(v.clone());
+            }
+        }
+    }
+    // A request's lines carry the ID its answer had: the start, what
+    // happened inside (the key lookup's SQL, …) and the end.
+    for id in [generated.as_str(), "client-req-42"] {
+        let mine = by_request
+            .get(id)
+            .unwrap_or_else(|| panic!("no log line of request {id}"));
+        let messages: Vec<&str> = mine
+            .iter()
+            .filter_map(|v| v["fields"]["message"].as_str())
+            .collect();
+        assert!(messages.contains(&"request started"), "{messages:?}");
+        assert!(messages.contains(&"request finished"), "{messages:?}");
+        assert!(mine.len() > 2, "{mine:?}");
+    }
+    let finished = by_request[&generated]
+        .iter()
+        .find(|v| v["fields"]["message"] == "request finished")
+        .unwrap();
+    assert_eq!(finished["fields"]["status"], 201);
+    assert_eq!(finished["span"]["route"], "/v1/usage-debits");
+    assert_eq!(finished["span"]["method"], "POST");
+    // The public key may be logged; it is what operators publish.
+    assert!(lines.iter().any(|l| l.contains("public_key")));
+}
+
+async fn text_logs_carry_request_ids(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let (server, log) =
+        Server::start_capturing_log(&ledger.database_url, &[], &[("TALLY_LOG", "debug")]).await;
+    let r = server
+        .post("/v1/usage-debits", &key, &debit("u1", "cust", "1"))
+        .await;
+    assert_eq!(r.status, 201);
+    let id = request_id(&r);
+    assert_eq!(server.terminate().await, Some(0));
+    let lines = log.lines();
+    let mine: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains(&format!("request_id={id}")))
+        .collect();
+    assert!(
+        mine.iter().any(|l| l.contains("request finished")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().all(|l| !l.trim_start().starts_with('{')),
+        "text, not JSON, by default"
+    );
+    assert!(lines.iter().all(|l| !l.contains(&key)));
+}
