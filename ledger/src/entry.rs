@@ -157,8 +157,8 @@ pub struct EntryView {
 }
 
 /// The schema of [`EntryView::details`]: the request fields an entry of a
-/// later kind shows ([`DETAIL_FIELDS`], checked by a test), each present
-/// only when its request had it.
+/// later kind shows ([`DETAIL_FIELDS`]; tests/openapi.rs checks they are
+/// the same), each present only when its request had it.
 #[cfg(feature = "openapi")]
 #[derive(utoipa::ToSchema)]
 #[allow(dead_code)]
@@ -181,7 +181,6 @@ pub struct EntryDetails {
     /// Adjustments: `credit` or `debit`.
     direction: Option<String>,
     /// `account_settings`: `"allow"`, `"forbid"` or `{"limit": "<amount>"}`.
-    #[schema(value_type = Option<Object>)]
     overdraft: Option<Value>,
 }
 

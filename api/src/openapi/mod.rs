@@ -19,6 +19,7 @@ pub mod schemas;
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
+use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::{header, HeaderValue};
 use axum::response::{Html, IntoResponse, Response};
@@ -78,7 +79,6 @@ pub fn document() -> &'static OpenApi {
     static DOCUMENT: OnceLock<OpenApi> = OnceLock::new();
     DOCUMENT.get_or_init(|| {
         let (_, mut doc) = crate::server::routes().split_for_parts();
-        doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
         complete(&mut doc);
         doc
     })
@@ -171,11 +171,15 @@ fn complete_operation(path: &str, op: &mut Operation) {
     if op.request_body.is_some() {
         add(
             "400",
-            problem("`malformed_json`: the body is not JSON, or not `application/json` (or `…+json`)."),
+            problem(
+                "`malformed_json`: the body is not JSON, or not `application/json` (or `…+json`).",
+            ),
         );
         add(
             "413",
-            problem("`payload_too_large`: the body is over the limit (1 MiB; 8 MiB for `/v1/batch`)."),
+            problem(
+                "`payload_too_large`: the body is over the limit (1 MiB; 8 MiB for `/v1/batch`).",
+            ),
         );
         add(
             "422",
@@ -313,9 +317,9 @@ pub async fn get_docs_asset(Path(file): Path<String>) -> Result<Response, ApiErr
     let Some(found) = found else {
         return Err(ApiError::NotFound);
     };
-    let bytes: Vec<u8> = match found.bytes {
-        Cow::Borrowed(b) => b.to_vec(),
-        Cow::Owned(b) => b,
+    let bytes = match found.bytes {
+        Cow::Borrowed(b) => Bytes::from_static(b),
+        Cow::Owned(b) => Bytes::from(b),
     };
     let mut response = bytes.into_response();
     if let Ok(value) = HeaderValue::from_str(&found.content_type) {

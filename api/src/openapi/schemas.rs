@@ -78,7 +78,11 @@ pub struct UsageDebitRequest {
     account: String,
     /// A decimal string > 0 (a JSON number is accepted only if it converts
     /// exactly).
-    #[schema(format = "decimal", pattern = r"^[0-9]+(\.[0-9]+)?$", example = "0.0125")]
+    #[schema(
+        format = "decimal",
+        pattern = r"^[0-9]+(\.[0-9]+)?$",
+        example = "0.0125"
+    )]
     amount: String,
     /// Currency or usage unit (1–32 bytes of `A–Z a–z 0–9 _ - . :`,
     /// case-sensitive). Fixed by an account's first entry.
@@ -115,7 +119,11 @@ pub struct PaymentRequest {
     #[schema(min_length = 1, max_length = 128)]
     account: String,
     /// A decimal string > 0.
-    #[schema(format = "decimal", pattern = r"^[0-9]+(\.[0-9]+)?$", example = "10.00")]
+    #[schema(
+        format = "decimal",
+        pattern = r"^[0-9]+(\.[0-9]+)?$",
+        example = "10.00"
+    )]
     amount: String,
     #[schema(min_length = 1, max_length = 32, pattern = r"^[A-Za-z0-9_.:-]+$")]
     unit: String,
@@ -282,7 +290,11 @@ pub enum OverdraftMode {
 #[derive(Serialize, ToSchema)]
 pub struct OverdraftLimit {
     /// A decimal string ≥ 0.
-    #[schema(format = "decimal", pattern = r"^[0-9]+(\.[0-9]+)?$", example = "50.00")]
+    #[schema(
+        format = "decimal",
+        pattern = r"^[0-9]+(\.[0-9]+)?$",
+        example = "50.00"
+    )]
     limit: String,
 }
 

@@ -64,6 +64,7 @@ pub async fn get_entry(
 pub struct EntryPage {
     entries: Vec<EntryView>,
     /// Pass as `after_seq` for the next page; null when this page is the last.
+    #[schema(required = true)]
     next_after_seq: Option<i64>,
 }
 
