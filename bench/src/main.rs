@@ -224,6 +224,21 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
         "preloaded {} entries over HTTP in batches of 1,000 (4 clients): {:.0} rows/s",
         args.preload, preload_rate
     );
+    // The usage-summaries projector folds the preloaded log in the
+    // background; measure the steady state, after it has caught up, and
+    // report how fast it did.
+    let started = std::time::Instant::now();
+    let caught_up = wait_for_usage_projection(&target, Duration::from_secs(600)).await?;
+    println!(
+        "usage projector caught up with the preload in {:.1} s ({:.0} entries/s){}",
+        started.elapsed().as_secs_f64(),
+        args.preload as f64 / started.elapsed().as_secs_f64().max(1e-9),
+        if caught_up {
+            ""
+        } else {
+            " — NOT caught up, figures include its work"
+        }
+    );
     let n = args.preload.max(1);
 
     let wanted = |key: &str| args.only.is_empty() || args.only.split(',').any(|k| k.trim() == key);
@@ -463,4 +478,28 @@ async fn main() -> anyhow::Result<()> {
         bench_engine(&args, engine, &tally).await?;
     }
     Ok(())
+}
+
+/// Polls `/metrics` until the usage projection lag is 0 (true) or `limit`
+/// passes (false).
+async fn wait_for_usage_projection(target: &Target, limit: Duration) -> anyhow::Result<bool> {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        let text = target
+            .client
+            .get(format!("{}/metrics", target.base))
+            .send()
+            .await?
+            .text()
+            .await?;
+        let lag = text
+            .lines()
+            .find_map(|l| l.strip_prefix("tally_usage_projection_lag_entries "))
+            .and_then(|v| v.trim().parse::<f64>().ok());
+        if lag == Some(0.0) {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(false)
 }

@@ -10,6 +10,7 @@
 //! nothing: several `tally` processes may project one database and no
 //! entry is ever counted twice.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -432,6 +433,57 @@ impl Storage {
     ) -> Result<Written, LedgerError> {
         match self {
             Storage::Sqlite(s) => {
+                // SQLite cannot add decimal text exactly: the touched rows are
+                // read, added to in Rust and written back. The reads happen
+                // before the write lock, in one snapshot with the checkpoint,
+                // so the lock is held only for the writes: the ledger's own
+                // writer waits for the projector no longer than that. The
+                // rows read are still current if the checkpoint has not moved
+                // by the time the lock is taken, since every change of the
+                // rows moves the checkpoint in the same transaction.
+                let mut current_rows: HashMap<UsageKey, UsageTotals> = HashMap::new();
+                if let Some(expected_seq) = expected {
+                    let mut read = s.pool.begin().await?;
+                    let seen: Option<i64> = sqlx::query_scalar(
+                        "SELECT seq FROM projector_checkpoints WHERE tenant_id = ? AND projector = ?",
+                    )
+                    .bind(tenant)
+                    .bind(USAGE_PROJECTOR)
+                    .fetch_optional(&mut *read)
+                    .await?;
+                    let seen = seen.unwrap_or(0);
+                    if seen != expected_seq {
+                        read.rollback().await?;
+                        return Ok(Written::Stale(seen));
+                    }
+                    let keys: Vec<&UsageKey> = fold.iter().map(|(k, _)| k).collect();
+                    for chunk in keys.chunks(USAGE_ROWS_PER_INSERT / 4) {
+                        let mut b = QueryBuilder::<sqlx::Sqlite>::new(
+                            "SELECT account, meter, day, unit, quantity, amount, entries \
+                             FROM usage_summaries WHERE tenant_id = ",
+                        );
+                        b.push_bind(tenant)
+                            .push(" AND (account, meter, day, unit) IN (VALUES ");
+                        let mut sep = b.separated(", ");
+                        for key in chunk {
+                            sep.push("(")
+                                .push_bind_unseparated(&key.account)
+                                .push_unseparated(", ")
+                                .push_bind_unseparated(&key.meter)
+                                .push_unseparated(", ")
+                                .push_bind_unseparated(day_text(key.day))
+                                .push_unseparated(", ")
+                                .push_bind_unseparated(&key.unit)
+                                .push_unseparated(")");
+                        }
+                        b.push(")");
+                        for row in b.build().fetch_all(&mut *read).await? {
+                            let (key, totals) = decode_usage_row(&row)?;
+                            current_rows.insert(key, totals);
+                        }
+                    }
+                    read.commit().await?;
+                }
                 // BEGIN IMMEDIATE takes the database's write lock first.
                 let mut tx = s.pool.begin_with("BEGIN IMMEDIATE").await?;
                 sqlx::query(SQLITE_LOCK_CHECKPOINT)
@@ -459,24 +511,10 @@ impl Storage {
                             .await?;
                     }
                 }
-                // SQLite cannot add decimal text exactly: read the touched
-                // rows, add in Rust, write the sums.
                 let mut sums: Vec<(&UsageKey, UsageTotals)> = Vec::with_capacity(fold.len());
                 for (key, delta) in fold.iter() {
-                    let row = sqlx::query(
-                        "SELECT account, meter, day, unit, quantity, amount, entries \
-                         FROM usage_summaries WHERE tenant_id = ? AND account = ? AND meter = ? \
-                         AND day = ? AND unit = ?",
-                    )
-                    .bind(tenant)
-                    .bind(&key.account)
-                    .bind(&key.meter)
-                    .bind(day_text(key.day))
-                    .bind(&key.unit)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let sum = match row {
-                        Some(r) => decode_usage_row(&r)?.1.checked_add(delta)?,
+                    let sum = match current_rows.get(key) {
+                        Some(row) => row.checked_add(delta)?,
                         None => delta.clone(),
                     };
                     sums.push((key, sum));
