@@ -43,10 +43,13 @@ impl Default for WriterConfig {
     }
 }
 
+/// Where the decisions of one job go.
+type Reply = oneshot::Sender<Result<Vec<Decision>, LedgerError>>;
+
 /// Intents submitted together (one request) and where their answers go.
 struct Job {
     intents: Vec<Intent>,
-    reply: oneshot::Sender<Result<Vec<Decision>, LedgerError>>,
+    reply: Reply,
 }
 
 struct TenantQueue {
@@ -261,9 +264,19 @@ async fn run(
             jobs.push(job);
         }
 
-        let intents: Vec<&Intent> = jobs.iter().flat_map(|j| j.intents.iter()).collect();
+        let mut job_intents = Vec::with_capacity(jobs.len());
+        let mut replies = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            job_intents.push(job.intents);
+            replies.push(job.reply);
+        }
+        let intents: Vec<&Intent> = job_intents.iter().flatten().collect();
         let started = Instant::now();
-        let result = commit_with_retry(&storage, &tenant, &intents).await;
+        let mut answers = Answers::new(&job_intents, replies);
+        let result = commit_with_retry(&storage, &tenant, &intents, &mut |i, d| {
+            answers.decided(i, d)
+        })
+        .await;
         stats.groups.fetch_add(1, Ordering::Relaxed);
         stats.intents.fetch_add(size, Ordering::Relaxed);
         stats.group_size.observe(size as u64);
@@ -282,22 +295,10 @@ async fn run(
         );
         pending.fetch_sub(size, Ordering::AcqRel);
         match result {
-            Ok(decisions) => {
-                let mut decisions = decisions.into_iter();
-                for job in jobs {
-                    let mine: Vec<Decision> = decisions.by_ref().take(job.intents.len()).collect();
-                    // The caller may have gone away; its intents are committed anyway.
-                    let _ = job.reply.send(Ok(mine));
-                }
-            }
+            Ok(decisions) => answers.answer_the_rest(decisions),
             Err(e) => {
                 tracing::warn!(tenant = %tenant, group = size, error = %e, "group failed, nothing committed");
-                let message = e.to_string();
-                for job in jobs {
-                    let _ = job
-                        .reply
-                        .send(Err(LedgerError::Unavailable(message.clone())));
-                }
+                answers.fail_the_rest(&e.to_string());
             }
         }
     }
@@ -310,13 +311,76 @@ async fn commit_with_retry(
     storage: &Storage,
     tenant: &str,
     intents: &[&Intent],
+    final_now: &mut (dyn FnMut(usize, &Decision) + Send),
 ) -> Result<Vec<Decision>, LedgerError> {
-    match storage.commit_group(tenant, intents).await {
+    match storage.commit_group_with(tenant, intents, final_now).await {
         Err(LedgerError::Database(e)) if !matches!(e, sqlx::Error::PoolTimedOut) => {
             tracing::info!(tenant = %tenant, error = %e, "retrying group once");
             tokio::time::sleep(Duration::from_millis(20)).await;
-            storage.commit_group(tenant, intents).await
+            storage.commit_group_with(tenant, intents, final_now).await
         }
         other => other,
+    }
+}
+
+/// The replies of one group's jobs. A job whose every decision is final
+/// before the group commits (replays of committed entries) is answered at
+/// once, so a replay does not wait for the insert and fsync of the new
+/// entries it happens to share a group with; the others after the commit.
+struct Answers {
+    /// Per job: its reply, taken once sent.
+    replies: Vec<Option<Reply>>,
+    /// Per job: the decisions known before the commit.
+    early: Vec<Vec<Option<Decision>>>,
+    /// Per intent of the group: (job, position in the job).
+    slots: Vec<(usize, usize)>,
+}
+
+impl Answers {
+    fn new(job_intents: &[Vec<Intent>], replies: Vec<Reply>) -> Self {
+        let mut slots = Vec::new();
+        for (j, intents) in job_intents.iter().enumerate() {
+            slots.extend((0..intents.len()).map(|k| (j, k)));
+        }
+        Self {
+            replies: replies.into_iter().map(Some).collect(),
+            early: job_intents.iter().map(|i| vec![None; i.len()]).collect(),
+            slots,
+        }
+    }
+
+    /// A decision of intent `i` that is final before the commit.
+    fn decided(&mut self, i: usize, decision: &Decision) {
+        let Some(&(j, k)) = self.slots.get(i) else {
+            return;
+        };
+        self.early[j][k] = Some(decision.clone());
+        if self.early[j].iter().all(Option::is_some) {
+            if let Some(reply) = self.replies[j].take() {
+                let all = self.early[j].iter().flatten().cloned().collect();
+                // The caller may have gone away; nothing depends on it.
+                let _ = reply.send(Ok(all));
+            }
+        }
+    }
+
+    /// After the commit: every job not answered yet gets its decisions.
+    fn answer_the_rest(self, decisions: Vec<Decision>) {
+        let mut decisions = decisions.into_iter();
+        for (reply, early) in self.replies.into_iter().zip(self.early) {
+            let mine: Vec<Decision> = decisions.by_ref().take(early.len()).collect();
+            if let Some(reply) = reply {
+                // The caller may have gone away; its intents are committed anyway.
+                let _ = reply.send(Ok(mine));
+            }
+        }
+    }
+
+    /// The group failed: every job not answered yet gets the error (the
+    /// early ones were replays of committed entries, true whatever failed).
+    fn fail_the_rest(self, message: &str) {
+        for reply in self.replies.into_iter().flatten() {
+            let _ = reply.send(Err(LedgerError::Unavailable(message.to_owned())));
+        }
     }
 }

@@ -82,6 +82,7 @@ pub(crate) async fn run<T: GroupTransaction>(
     mut tx: T,
     tenant: &str,
     intents: &[&Intent],
+    final_now: &mut (dyn FnMut(usize, &Decision) + Send),
 ) -> Result<Vec<Decision>, LedgerError> {
     let t0 = std::time::Instant::now();
     let head = tx.lock_head(tenant).await?;
@@ -233,8 +234,17 @@ pub(crate) async fn run<T: GroupTransaction>(
     }
 
     let t_load = t0.elapsed();
+    let committed_seq = state.head.seq;
     let outcome = decide_group(&mut state, intents, now_micros(), new_entry_id);
     let t_decide = t0.elapsed();
+    // A replay of an entry that an earlier transaction committed is final
+    // whatever becomes of this one (entries are immutable, keys forever):
+    // it need not wait for this group's insert and fsync.
+    for (i, decision) in outcome.decisions.iter().enumerate() {
+        if matches!(decision, Decision::Replayed(e) if e.seq <= committed_seq) {
+            final_now(i, decision);
+        }
+    }
     if !outcome.new_entries.is_empty() {
         tx.insert_entries(&outcome.new_entries).await?;
         let t_insert = t0.elapsed();

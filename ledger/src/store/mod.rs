@@ -150,9 +150,27 @@ impl Storage {
         tenant: &str,
         intents: &[&Intent],
     ) -> Result<Vec<Decision>, LedgerError> {
+        self.commit_group_with(tenant, intents, &mut |_, _| {})
+            .await
+    }
+
+    /// Like [`Storage::commit_group`], and tells `final_now` (index,
+    /// decision) about each decision that is final before the commit: a
+    /// replay of an entry committed by an earlier transaction. Its caller
+    /// can answer it at once instead of waiting for the group's fsync.
+    pub async fn commit_group_with(
+        &self,
+        tenant: &str,
+        intents: &[&Intent],
+        final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+    ) -> Result<Vec<Decision>, LedgerError> {
         match self {
-            Storage::Sqlite(s) => group::run(s.begin_group().await?, tenant, intents).await,
-            Storage::Postgres(s) => group::run(s.begin_group().await?, tenant, intents).await,
+            Storage::Sqlite(s) => {
+                group::run(s.begin_group().await?, tenant, intents, final_now).await
+            }
+            Storage::Postgres(s) => {
+                group::run(s.begin_group().await?, tenant, intents, final_now).await
+            }
         }
     }
 
