@@ -387,26 +387,18 @@ pub(crate) fn fold_side(
     Ok(n)
 }
 
-/// Folds one row of (status, kind, debit_account, credit_account, amount,
-/// unit) into `projection`; the rebuild's inner loop. Kinds that move no
-/// money are skipped here and folded by [`fold_hold_row`].
-pub(crate) fn fold_row(
+/// Folds one posted posting (debit_account, credit_account, amount, unit)
+/// into `projection`; the rebuild's inner loop. The query that feeds it
+/// selects only posted entries of kinds that move money
+/// ([`crate::fold::NON_MONEY_KINDS_SQL`] excluded); the others are folded
+/// by [`fold_hold_row`].
+pub(crate) fn fold_posting_row(
     projection: &mut BalanceProjection,
-    status: &str,
-    kind: &str,
     debit_account: &str,
     credit_account: &str,
     amount: &str,
     unit: &str,
 ) -> Result<(), LedgerError> {
-    if status != EntryStatus::Posted.as_str() {
-        return Ok(());
-    }
-    let kind = EntryKind::parse(kind)
-        .ok_or_else(|| LedgerError::Corrupt(format!("unknown kind {kind:?}")))?;
-    if !crate::fold::moves_money(kind) {
-        return Ok(());
-    }
     // Stored amounts are canonical decimal text, which from_str_exact reads
     // exactly (it refuses rather than rounds).
     let amount = rust_decimal::Decimal::from_str_exact(amount)

@@ -13,7 +13,7 @@ use tally_projections::{AccountBalance, BalanceProjection};
 
 use super::group::GroupTransaction;
 use super::{
-    decode_balance, decode_entry, decode_head, fold_hold_row, fold_row, hold_rows_sql,
+    decode_balance, decode_entry, decode_head, fold_hold_row, fold_posting_row, hold_rows_sql,
     AccountRange, BalanceRow, EntryFilter,
 };
 use crate::amount::canonical;
@@ -376,18 +376,19 @@ impl PostgresStore {
         // (Aggregating per account with string_agg, as on SQLite, measured
         // slower here: PostgreSQL streams rows faster than it sorts them.)
         let mut log = LogFold::new();
-        let mut rows = sqlx::query("SELECT status, kind, debit_account, credit_account, amount::text, unit FROM entries WHERE tenant_id = $1")
-            .bind(tenant)
-            .fetch(&mut *group.tx);
+        let sql = format!(
+            "SELECT debit_account, credit_account, amount::text, unit FROM entries \
+             WHERE tenant_id = $1 AND status = 'posted' AND kind NOT IN {}",
+            crate::fold::NON_MONEY_KINDS_SQL
+        );
+        let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *group.tx);
         while let Some(r) = rows.try_next().await? {
-            fold_row(
+            fold_posting_row(
                 &mut log.balances,
                 r.try_get(0)?,
                 r.try_get(1)?,
                 r.try_get(2)?,
                 r.try_get(3)?,
-                r.try_get(4)?,
-                r.try_get(5)?,
             )?;
         }
         drop(rows);
