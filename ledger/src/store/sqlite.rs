@@ -479,6 +479,39 @@ async fn checkpoint_wal(pool: SqlitePool) {
     }
 }
 
+/// Entries of `tenant` (of `kind`, if given) whose `column` is one of
+/// `values`, read in chunks below SQLite's bound-parameter limit; with
+/// `kind` bound, the lookup walks the UNIQUE (tenant_id, kind, upstream_id)
+/// index instead of the table.
+async fn entries_in(
+    tx: &mut Transaction<'static, Sqlite>,
+    tenant: &str,
+    kind: Option<EntryKind>,
+    column: &'static str,
+    values: &[&str],
+) -> Result<Vec<StoredEntry>, LedgerError> {
+    let mut found = Vec::new();
+    for chunk in values.chunks(ROWS_PER_INSERT) {
+        let mut q = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
+        ));
+        q.push_bind(tenant);
+        if let Some(kind) = kind {
+            q.push(" AND kind = ").push_bind(kind.as_str());
+        }
+        q.push(format!(" AND {column} IN ("));
+        let mut sep = q.separated(", ");
+        for value in chunk {
+            sep.push_bind(*value);
+        }
+        q.push(")");
+        for row in q.build().fetch_all(&mut **tx).await? {
+            found.push(entry(&row)?);
+        }
+    }
+    Ok(found)
+}
+
 pub(super) struct SqliteGroup {
     tx: Transaction<'static, Sqlite>,
 }
@@ -515,22 +548,10 @@ impl GroupTransaction for SqliteGroup {
                 .filter(|(k, _)| *k == kind)
                 .map(|(_, id)| *id)
                 .collect();
-            for chunk in ids.chunks(ROWS_PER_INSERT) {
-                let mut q = QueryBuilder::<Sqlite>::new(format!(
-                    "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
-                ));
-                q.push_bind(tenant)
-                    .push(" AND kind = ")
-                    .push_bind(kind.as_str())
-                    .push(" AND upstream_id IN (");
-                let mut sep = q.separated(", ");
-                for id in chunk {
-                    sep.push_bind(*id);
-                }
-                q.push(")");
-                for row in q.build().fetch_all(&mut *self.tx).await? {
-                    found.push(entry(&row)?);
-                }
+            if !ids.is_empty() {
+                found.extend(
+                    entries_in(&mut self.tx, tenant, Some(kind), "upstream_id", &ids).await?,
+                );
             }
         }
         Ok(found)
@@ -568,22 +589,7 @@ impl GroupTransaction for SqliteGroup {
         tenant: &str,
         ids: &[&str],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        let mut found = Vec::new();
-        for chunk in ids.chunks(ROWS_PER_INSERT) {
-            let mut q = QueryBuilder::<Sqlite>::new(format!(
-                "SELECT {ENTRY_COLUMNS} FROM entries WHERE tenant_id = "
-            ));
-            q.push_bind(tenant).push(" AND id IN (");
-            let mut sep = q.separated(", ");
-            for id in chunk {
-                sep.push_bind(*id);
-            }
-            q.push(")");
-            for row in q.build().fetch_all(&mut *self.tx).await? {
-                found.push(entry(&row)?);
-            }
-        }
-        Ok(found)
+        entries_in(&mut self.tx, tenant, None, "id", ids).await
     }
 
     async fn records_of(
