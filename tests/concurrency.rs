@@ -15,6 +15,8 @@ engine_tests!(
     fifty_concurrent_identical_requests_make_one_entry,
     two_servers_on_one_database_make_one_entry_per_intent,
     two_hundred_concurrent_distinct_debits_stay_exact,
+    servers_taking_turns_on_one_account_never_decide_on_a_stale_balance,
+    a_rebuild_makes_a_running_writer_read_balances_again,
     a_full_writer_queue_answers_429_with_retry_after,
 );
 
@@ -105,6 +107,87 @@ async fn two_servers_on_one_database_make_one_entry_per_intent(engine: Engine) {
         assert_eq!(e["seq"], (i + 1) as i64, "gap-free across processes");
     }
     assert_eq!(b.balance(&key, "cust_0").await["posted"], "-5");
+    let (ok, out, _) = ledger.tally(&["verify"]).await;
+    assert!(ok, "{out}");
+}
+
+/// Each writer remembers the balances it wrote (ledger/src/store/memory.rs);
+/// another process writing in between must make it read them again.
+async fn servers_taking_turns_on_one_account_never_decide_on_a_stale_balance(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read,admin").await;
+    let a = ledger.server().await;
+    let b = ledger.server().await;
+    // cust may go 10 below zero: the 11th unit debit must be refused, and
+    // only a writer that sees the other's debits can tell which one that is.
+    let settings = a
+        .put(
+            "/v1/accounts/cust",
+            &key,
+            &json!({"unit": "USD", "overdraft": {"limit": "10"}}),
+        )
+        .await;
+    assert_eq!(settings.status, 200, "{settings:?}");
+    for i in 0..12 {
+        let server = if i % 2 == 0 { &a } else { &b };
+        let r = server
+            .post(
+                "/v1/usage-debits",
+                &key,
+                &debit(&format!("turn_{i}"), "cust", "1"),
+            )
+            .await;
+        if i < 10 {
+            assert_eq!(r.status, 201, "debit {i}: {r:?}");
+        } else {
+            assert_eq!(
+                (r.status, r.code().as_str()),
+                (422, "insufficient_funds"),
+                "debit {i}: {r:?}"
+            );
+        }
+    }
+    assert_eq!(a.balance(&key, "cust").await["posted"], "-10");
+    assert_eq!(b.balance(&key, "cust").await["posted"], "-10");
+    let (ok, out, _) = ledger.tally(&["verify"]).await;
+    assert!(ok, "{out}");
+}
+
+/// A writer that remembered a wrong stored balance must not write it back
+/// after `tally projections rebuild` repaired it.
+async fn a_rebuild_makes_a_running_writer_read_balances_again(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = ledger.server().await;
+    let other = ledger.server().await;
+    let first = debit("before", "cust", "1");
+    assert_eq!(
+        other.post("/v1/usage-debits", &key, &first).await.status,
+        201
+    );
+    // Damage the projection behind the servers' backs, let a writer read
+    // the damage, then repair it.
+    ledger
+        .sql(&["UPDATE balances SET debits = 500 WHERE account = 'cust'"])
+        .await;
+    assert_eq!(
+        server
+            .post("/v1/usage-debits", &key, &debit("damaged", "cust", "2"))
+            .await
+            .status,
+        201
+    );
+    let (ok, out, err) = ledger.tally(&["projections", "rebuild"]).await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(server.balance(&key, "cust").await["posted"], "-3");
+    assert_eq!(
+        server
+            .post("/v1/usage-debits", &key, &debit("after", "cust", "4"))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(server.balance(&key, "cust").await["posted"], "-7");
     let (ok, out, _) = ledger.tally(&["verify"]).await;
     assert!(ok, "{out}");
 }

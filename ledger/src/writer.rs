@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::decide::Decision;
 use crate::intent::Intent;
 use crate::stats::Histogram;
-use crate::store::Storage;
+use crate::store::{Storage, WriterMemory};
 use crate::LedgerError;
 
 #[derive(Debug, Clone, Copy)]
@@ -235,6 +235,7 @@ async fn run(
 ) {
     // A job that did not fit into the previous group starts the next one.
     let mut carry: Option<Job> = None;
+    let mut memory = WriterMemory::default();
     loop {
         let first = match carry.take() {
             Some(job) => job,
@@ -273,9 +274,13 @@ async fn run(
         let intents: Vec<&Intent> = job_intents.iter().flatten().collect();
         let started = Instant::now();
         let mut answers = Answers::new(&job_intents, replies);
-        let result = commit_with_retry(&storage, &tenant, &intents, &mut |i, d| {
-            answers.decided(i, d)
-        })
+        let result = commit_with_retry(
+            &storage,
+            &tenant,
+            &intents,
+            &mut |i, d| answers.decided(i, d),
+            &mut memory,
+        )
         .await;
         stats.groups.fetch_add(1, Ordering::Relaxed);
         stats.intents.fetch_add(size, Ordering::Relaxed);
@@ -312,12 +317,18 @@ async fn commit_with_retry(
     tenant: &str,
     intents: &[&Intent],
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+    memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
-    match storage.commit_group_with(tenant, intents, final_now).await {
+    match storage
+        .commit_group_with(tenant, intents, final_now, memory)
+        .await
+    {
         Err(LedgerError::Database(e)) if !matches!(e, sqlx::Error::PoolTimedOut) => {
             tracing::info!(tenant = %tenant, error = %e, "retrying group once");
             tokio::time::sleep(Duration::from_millis(20)).await;
-            storage.commit_group_with(tenant, intents, final_now).await
+            storage
+                .commit_group_with(tenant, intents, final_now, memory)
+                .await
         }
         other => other,
     }

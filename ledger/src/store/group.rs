@@ -4,7 +4,8 @@ use std::future::Future;
 
 use tally_projections::AccountBalance;
 
-use crate::chain::Head;
+use std::collections::{HashMap, HashSet};
+
 use crate::decide::{decide_group, Decision, GroupState};
 use crate::entry::StoredEntry;
 use crate::intent::{Action, EntryKind, Intent};
@@ -12,6 +13,7 @@ use crate::names::is_system_account;
 use crate::state::{StateKey, StateRow, StateValue};
 use crate::LedgerError;
 
+use super::memory::{Fence, WriterMemory};
 use super::{new_entry_id, now_micros};
 
 /// The primitives an engine provides inside one write transaction. Dropping
@@ -19,8 +21,10 @@ use super::{new_entry_id, now_micros};
 pub(crate) trait GroupTransaction: Send {
     /// Locks the tenant's head row (creating it at seq 0) and reads it. Held
     /// until commit: it serialises every group of the tenant, across processes.
-    fn lock_head(&mut self, tenant: &str)
-        -> impl Future<Output = Result<Head, LedgerError>> + Send;
+    fn lock_head(
+        &mut self,
+        tenant: &str,
+    ) -> impl Future<Output = Result<Fence, LedgerError>> + Send;
 
     /// Entries already holding one of `keys`.
     fn entries_with_keys(
@@ -72,20 +76,39 @@ pub(crate) trait GroupTransaction: Send {
     fn write_head(
         &mut self,
         tenant: &str,
-        head: &Head,
+        head: &crate::chain::Head,
     ) -> impl Future<Output = Result<(), LedgerError>> + Send;
 
     fn commit(self) -> impl Future<Output = Result<(), LedgerError>> + Send;
 }
 
+/// Runs one group; whatever fails, `memory` forgets everything (a failed
+/// commit may have happened or not).
 pub(crate) async fn run<T: GroupTransaction>(
+    tx: T,
+    tenant: &str,
+    intents: &[&Intent],
+    final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+    memory: &mut WriterMemory,
+) -> Result<Vec<Decision>, LedgerError> {
+    let result = run_group(tx, tenant, intents, final_now, memory).await;
+    if result.is_err() {
+        memory.forget();
+    }
+    result
+}
+
+async fn run_group<T: GroupTransaction>(
     mut tx: T,
     tenant: &str,
     intents: &[&Intent],
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+    memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
     let t0 = std::time::Instant::now();
-    let head = tx.lock_head(tenant).await?;
+    let fence = tx.lock_head(tenant).await?;
+    memory.check(fence);
+    let head = fence.head;
     let t_lock = t0.elapsed();
 
     // Keys of the intents themselves, and of the payments refunds name.
@@ -170,8 +193,8 @@ pub(crate) async fn run<T: GroupTransaction>(
             _ => {}
         }
     }
-    let requested: std::collections::HashSet<StateKey> = record_keys.iter().cloned().collect();
-    load_records(&mut tx, tenant, &mut state, record_keys).await?;
+    let requested: HashSet<StateKey> = record_keys.iter().cloned().collect();
+    load_records(&mut tx, tenant, &mut state, record_keys, memory).await?;
     let mut accounts: Vec<String> = Vec::new();
     for i in &live {
         accounts.extend(i.named_accounts().into_iter().map(str::to_owned));
@@ -210,14 +233,26 @@ pub(crate) async fn run<T: GroupTransaction>(
         .map(|a| StateKey::Account(a.clone()))
         .filter(|k| !requested.contains(k))
         .collect();
-    load_records(&mut tx, tenant, &mut state, more_settings).await?;
+    let mut read_records: Vec<StateKey> = requested.into_iter().collect();
+    read_records.extend(more_settings.iter().cloned());
+    load_records(&mut tx, tenant, &mut state, more_settings, memory).await?;
 
-    let account_refs: Vec<&str> = accounts.iter().map(String::as_str).collect();
-    let rows = if account_refs.is_empty() {
-        Vec::new()
-    } else {
-        tx.balances_of(tenant, &account_refs).await?
-    };
+    // Balances: what the writer remembers, and one read for the rest.
+    let mut rows: Vec<(String, String, AccountBalance)> = Vec::new();
+    let mut unknown: Vec<&str> = Vec::new();
+    for account in &accounts {
+        match memory.balances_of(account) {
+            Some(units) => rows.extend(
+                units
+                    .iter()
+                    .map(|(unit, b)| (account.clone(), unit.clone(), b.clone())),
+            ),
+            None => unknown.push(account),
+        }
+    }
+    if !unknown.is_empty() {
+        rows.extend(tx.balances_of(tenant, &unknown).await?);
+    }
     for (account, unit, balance) in rows {
         state.balances.insert(&account, &unit, balance);
         if !is_system_account(&account) {
@@ -245,6 +280,7 @@ pub(crate) async fn run<T: GroupTransaction>(
             final_now(i, decision);
         }
     }
+    let mut end = fence;
     if !outcome.new_entries.is_empty() {
         tx.insert_entries(&outcome.new_entries).await?;
         let t_insert = t0.elapsed();
@@ -261,6 +297,7 @@ pub(crate) async fn run<T: GroupTransaction>(
         tx.write_head(tenant, &state.head).await?;
         let t_write = t0.elapsed();
         tx.commit().await?;
+        end.head = state.head;
         tracing::debug!(
             intents = intents.len(),
             lock_ms = t_lock.as_secs_f64() * 1e3,
@@ -273,7 +310,43 @@ pub(crate) async fn run<T: GroupTransaction>(
             "group phases"
         );
     }
+    remember(memory, end, &state, &accounts, read_records, &outcome);
     Ok(outcome.decisions)
+}
+
+/// After a group that ended at `end`: what it read and wrote is what the
+/// database holds at `end`.
+fn remember(
+    memory: &mut WriterMemory,
+    end: Fence,
+    state: &GroupState,
+    accounts: &[String],
+    read_records: Vec<StateKey>,
+    outcome: &crate::decide::GroupOutcome,
+) {
+    let read: HashSet<&str> = accounts.iter().map(String::as_str).collect();
+    let mut balances: HashMap<String, Vec<(String, AccountBalance)>> =
+        accounts.iter().map(|a| (a.clone(), Vec::new())).collect();
+    for (account, unit, balance) in state.balances.iter() {
+        if read.contains(account) {
+            if let Some(units) = balances.get_mut(account) {
+                units.push((unit.to_owned(), balance.clone()));
+            }
+        }
+    }
+    let records = read_records
+        .into_iter()
+        .chain(
+            outcome
+                .changed_records(state)
+                .into_iter()
+                .map(|(k, _)| k.clone()),
+        )
+        .map(|k| {
+            let value = state.records.get(&k).cloned();
+            (k, value)
+        });
+    memory.learn(end, balances, records);
 }
 
 async fn load_records<T: GroupTransaction>(
@@ -281,9 +354,19 @@ async fn load_records<T: GroupTransaction>(
     tenant: &str,
     state: &mut GroupState,
     mut keys: Vec<StateKey>,
+    memory: &WriterMemory,
 ) -> Result<(), LedgerError> {
     keys.sort_unstable();
     keys.dedup();
+    keys.retain(|k| match memory.record(k) {
+        Some(known) => {
+            if let Some(value) = known {
+                state.records.insert(k.clone(), value.clone());
+            }
+            false
+        }
+        None => true,
+    });
     if keys.is_empty() {
         return Ok(());
     }

@@ -5,6 +5,7 @@
 //! both engines run the very same decision code.
 
 mod group;
+mod memory;
 mod postgres;
 mod readiness;
 mod sqlite;
@@ -22,6 +23,7 @@ use crate::keys::ApiKey;
 use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
+pub use memory::{WriterMemory, MEMORY_LIMIT};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use usage::{run_usage_projector, ProjectorStats, UsageQuery, UsageRead, USAGE_PAGE};
@@ -150,26 +152,33 @@ impl Storage {
         tenant: &str,
         intents: &[&Intent],
     ) -> Result<Vec<Decision>, LedgerError> {
-        self.commit_group_with(tenant, intents, &mut |_, _| {})
-            .await
+        self.commit_group_with(
+            tenant,
+            intents,
+            &mut |_, _| {},
+            &mut WriterMemory::default(),
+        )
+        .await
     }
 
     /// Like [`Storage::commit_group`], and tells `final_now` (index,
     /// decision) about each decision that is final before the commit: a
     /// replay of an entry committed by an earlier transaction. Its caller
     /// can answer it at once instead of waiting for the group's fsync.
+    /// `memory` is what the tenant's writer remembers between its groups.
     pub async fn commit_group_with(
         &self,
         tenant: &str,
         intents: &[&Intent],
         final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+        memory: &mut WriterMemory,
     ) -> Result<Vec<Decision>, LedgerError> {
         match self {
             Storage::Sqlite(s) => {
-                group::run(s.begin_group().await?, tenant, intents, final_now).await
+                group::run(s.begin_group().await?, tenant, intents, final_now, memory).await
             }
             Storage::Postgres(s) => {
-                group::run(s.begin_group().await?, tenant, intents, final_now).await
+                group::run(s.begin_group().await?, tenant, intents, final_now, memory).await
             }
         }
     }
@@ -487,6 +496,23 @@ where
 }
 
 /// Decodes a `ledger_heads` row (seq, hash); no row is the empty chain.
+/// The head row as a writer's fence (`SELECT seq, hash, generation`).
+pub(crate) fn decode_fence<'r, R>(row: Option<&'r R>) -> Result<memory::Fence, LedgerError>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(memory::Fence {
+        head: decode_head(row)?,
+        generation: match row {
+            Some(r) => r.try_get("generation")?,
+            None => 0,
+        },
+    })
+}
+
 pub(crate) fn decode_head<'r, R>(row: Option<&'r R>) -> Result<Head, LedgerError>
 where
     R: Row,

@@ -12,9 +12,10 @@ use sqlx::{PgPool, Postgres, QueryBuilder, Row, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection};
 
 use super::group::GroupTransaction;
+use super::memory::Fence;
 use super::{
-    decode_balance, decode_entry, decode_head, fold_hold_row, fold_posting_row, hold_rows_sql,
-    AccountRange, BalanceRow, EntryFilter,
+    decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, fold_posting_row,
+    hold_rows_sql, AccountRange, BalanceRow, EntryFilter,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
@@ -370,7 +371,12 @@ impl PostgresStore {
 
     pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
         let mut group = self.begin_group().await?;
-        let head = group.lock_head(tenant).await?;
+        let head = group.lock_head(tenant).await?.head;
+        // Writers must not trust balances they remember across this rewrite.
+        sqlx::query("UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = $1")
+            .bind(tenant)
+            .execute(&mut *group.tx)
+            .await?;
         // Only the columns a balance depends on, streamed and borrowed: no
         // allocation per row. Sums do not depend on order, so no ORDER BY.
         // (Aggregating per account with string_agg, as on SQLite, measured
@@ -426,8 +432,9 @@ pub(super) struct PgGroup {
 }
 
 impl GroupTransaction for PgGroup {
-    async fn lock_head(&mut self, tenant: &str) -> Result<Head, LedgerError> {
-        let select = "SELECT seq, hash FROM ledger_heads WHERE tenant_id = $1 FOR UPDATE";
+    async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
+        let select =
+            "SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = $1 FOR UPDATE";
         let mut row = sqlx::query(select)
             .bind(tenant)
             .fetch_optional(&mut *self.tx)
@@ -446,7 +453,7 @@ impl GroupTransaction for PgGroup {
                 .fetch_optional(&mut *self.tx)
                 .await?;
         }
-        decode_head(row.as_ref())
+        decode_fence(row.as_ref())
     }
 
     async fn entries_with_keys(

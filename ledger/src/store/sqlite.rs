@@ -14,9 +14,10 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection, Side};
 
 use super::group::GroupTransaction;
+use super::memory::Fence;
 use super::{
-    decode_balance, decode_entry, decode_head, fold_hold_row, fold_side, hold_rows_sql,
-    AccountRange, BalanceRow, EntryFilter, REBUILD_CHUNK,
+    decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, fold_side,
+    hold_rows_sql, AccountRange, BalanceRow, EntryFilter, REBUILD_CHUNK,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
@@ -327,7 +328,12 @@ impl SqliteStore {
 
     pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
         let mut group = self.begin_group().await?;
-        let head = group.lock_head(tenant).await?;
+        let head = group.lock_head(tenant).await?.head;
+        // Writers must not trust balances they remember across this rewrite.
+        sqlx::query("UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = ?")
+            .bind(tenant)
+            .execute(&mut *group.tx)
+            .await?;
         // The database groups each side's posted amounts per account; Rust
         // parses and adds every amount exactly. Far fewer rows cross the
         // driver than one per entry (measured in docs/performance.md).
@@ -517,7 +523,7 @@ pub(super) struct SqliteGroup {
 }
 
 impl GroupTransaction for SqliteGroup {
-    async fn lock_head(&mut self, tenant: &str) -> Result<Head, LedgerError> {
+    async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
         // BEGIN IMMEDIATE already holds the database's write lock.
         sqlx::query(
             "INSERT INTO ledger_heads (tenant_id, seq, hash) VALUES (?, 0, ?) \
@@ -527,11 +533,11 @@ impl GroupTransaction for SqliteGroup {
         .bind(hex::encode(GENESIS_HASH))
         .execute(&mut *self.tx)
         .await?;
-        let row = sqlx::query("SELECT seq, hash FROM ledger_heads WHERE tenant_id = ?")
+        let row = sqlx::query("SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = ?")
             .bind(tenant)
             .fetch_optional(&mut *self.tx)
             .await?;
-        decode_head(row.as_ref())
+        decode_fence(row.as_ref())
     }
 
     async fn entries_with_keys(

@@ -1,0 +1,136 @@
+//! What a tenant's writer remembers between its groups: the balances and
+//! rule state it has read or written, so the next group does not read them
+//! again.
+//!
+//! Remembering is only sound while nobody else wrote: the memory is fenced
+//! by the head it last saw (seq, hash, generation). Every group locks the
+//! head first; if the head is not the fence (another process appended, or
+//! `tally projections rebuild` rewrote the projections and bumped the
+//! generation), everything is forgotten and read again. A group that fails,
+//! or whose commit may or may not have happened, forgets everything too.
+//! Bounded: past [`MEMORY_LIMIT`] accounts or records it starts over.
+
+use std::collections::HashMap;
+
+use tally_projections::AccountBalance;
+
+use crate::chain::Head;
+use crate::state::{StateKey, StateValue};
+
+/// Most accounts, and most rule-state records, remembered per tenant
+/// (~200 bytes each: at most a few tens of MB).
+pub const MEMORY_LIMIT: usize = 100_000;
+
+/// The head a memory is valid at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fence {
+    pub head: Head,
+    pub generation: i64,
+}
+
+/// See the module documentation. `Default` remembers nothing.
+#[derive(Debug, Default)]
+pub struct WriterMemory {
+    fence: Option<Fence>,
+    /// Every unit's balance of each remembered account (empty: none stored).
+    balances: HashMap<String, Vec<(String, AccountBalance)>>,
+    /// Rule-state records; `None` remembers that there is none.
+    records: HashMap<StateKey, Option<StateValue>>,
+}
+
+impl WriterMemory {
+    /// Keeps what is remembered only if it was remembered at `fence`.
+    pub(crate) fn check(&mut self, fence: Fence) {
+        if self.fence != Some(fence) {
+            self.forget();
+        }
+    }
+
+    pub fn forget(&mut self) {
+        self.fence = None;
+        self.balances.clear();
+        self.records.clear();
+    }
+
+    pub(crate) fn balances_of(&self, account: &str) -> Option<&[(String, AccountBalance)]> {
+        self.balances.get(account).map(Vec::as_slice)
+    }
+
+    pub(crate) fn record(&self, key: &StateKey) -> Option<&Option<StateValue>> {
+        self.records.get(key)
+    }
+
+    /// After a group that ended at `fence` (committed, or wrote nothing):
+    /// `balances` are the complete stored balances of the accounts it read,
+    /// `records` the value (or absence) of every record it read or wrote.
+    pub(crate) fn learn(
+        &mut self,
+        fence: Fence,
+        balances: HashMap<String, Vec<(String, AccountBalance)>>,
+        records: impl IntoIterator<Item = (StateKey, Option<StateValue>)>,
+    ) {
+        if self.balances.len() + balances.len() > MEMORY_LIMIT || self.records.len() > MEMORY_LIMIT
+        {
+            self.forget();
+        }
+        self.fence = Some(fence);
+        self.balances.extend(balances);
+        self.records.extend(records);
+    }
+
+    /// Accounts remembered (for tests and metrics).
+    pub fn accounts(&self) -> usize {
+        self.balances.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fence(seq: i64, generation: i64) -> Fence {
+        Fence {
+            head: Head {
+                seq,
+                hash: [seq as u8; 32],
+            },
+            generation,
+        }
+    }
+
+    fn one_account() -> HashMap<String, Vec<(String, AccountBalance)>> {
+        HashMap::from([(
+            "a".to_owned(),
+            vec![("USD".to_owned(), AccountBalance::default())],
+        )])
+    }
+
+    #[test]
+    fn a_moved_head_or_generation_forgets_everything() {
+        let mut m = WriterMemory::default();
+        m.learn(fence(3, 0), one_account(), []);
+        m.check(fence(3, 0));
+        assert!(m.balances_of("a").is_some());
+        m.check(fence(4, 0));
+        assert!(m.balances_of("a").is_none());
+
+        m.learn(fence(4, 0), one_account(), []);
+        m.check(fence(4, 1));
+        assert!(
+            m.balances_of("a").is_none(),
+            "a rebuild bumped the generation"
+        );
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        let mut m = WriterMemory::default();
+        let many: HashMap<_, _> = (0..MEMORY_LIMIT)
+            .map(|i| (format!("acct{i}"), Vec::new()))
+            .collect();
+        m.learn(fence(1, 0), many, []);
+        assert_eq!(m.accounts(), MEMORY_LIMIT);
+        m.learn(fence(2, 0), one_account(), []);
+        assert_eq!(m.accounts(), 1, "over the limit it starts over");
+    }
+}
