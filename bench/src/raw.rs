@@ -1,10 +1,18 @@
 //! The raw limit: the same work tally does per entry (insert the entry row,
 //! move the two balances) issued straight to the same database by the
-//! simplest correct SQL, with no HTTP and no tally. Rows are as wide as
-//! tally's (parameters, fingerprint, hashes), so only tally's own work differs.
+//! simplest correct SQL, with no HTTP and no tally.
+//!
+//! "The same work" is taken literally: the raw rows go into a copy of
+//! tally's own `entries` table (same columns, same constraints and indexes)
+//! holding a copy of tally's preloaded ledger, and the balances into a copy
+//! of `balances`, so the raw insert maintains the same five indexes of the
+//! same size as tally's. Only tally's own work differs: HTTP, JSON,
+//! fingerprints, hashes, key and balance look-ups, the decision.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rust_decimal::Decimal;
@@ -16,10 +24,21 @@ use crate::stats::{self, Stats};
 use crate::workload::{Rng, ACCOUNTS, COUNTERS};
 
 #[derive(Clone)]
-pub enum RawDb {
+pub struct RawDb {
+    pool: RawPool,
+    /// The next seq: rows go into the copied ledger after its last entry.
+    next_seq: Arc<AtomicI64>,
+}
+
+#[derive(Clone)]
+enum RawPool {
     Sqlite(SqlitePool),
     Postgres(PgPool),
 }
+
+/// The tenant whose ledger tally-bench preloads, and whose copy the raw
+/// rows extend.
+const TENANT: &str = "bench";
 
 struct RawRow {
     id: String,
@@ -69,28 +88,33 @@ fn deltas(rows: &[RawRow]) -> BTreeMap<&str, (Decimal, Decimal)> {
 }
 
 impl RawDb {
+    /// Copies tally's `entries` and `balances` (schema, indexes, rows) into
+    /// `raw_entries` and `raw_balances` on the database at `url`.
     pub async fn open(url: &str, connections: u32) -> anyhow::Result<Self> {
-        if url.starts_with("postgres") {
+        let (pool, last_seq) = if url.starts_with("postgres") {
             let pool = PgPoolOptions::new()
                 .max_connections(connections)
                 .connect(url)
                 .await?;
             sqlx::raw_sql(
-                "CREATE TABLE IF NOT EXISTS raw_entries (
-                    tenant_id TEXT NOT NULL, id TEXT NOT NULL, upstream_id TEXT NOT NULL,
-                    account TEXT NOT NULL, debit_account TEXT NOT NULL, credit_account TEXT NOT NULL,
-                    amount NUMERIC NOT NULL, unit TEXT NOT NULL, params TEXT NOT NULL,
-                    fingerprint TEXT NOT NULL, recorded_at TIMESTAMPTZ NOT NULL,
-                    prev_hash TEXT NOT NULL, hash TEXT NOT NULL,
-                    PRIMARY KEY (tenant_id, id), UNIQUE (tenant_id, upstream_id));
-                 CREATE TABLE IF NOT EXISTS raw_balances (
-                    tenant_id TEXT NOT NULL, account TEXT NOT NULL, unit TEXT NOT NULL,
-                    debits NUMERIC NOT NULL, credits NUMERIC NOT NULL,
-                    PRIMARY KEY (tenant_id, account, unit));",
+                "CREATE TABLE raw_entries (LIKE entries INCLUDING ALL);
+                 INSERT INTO raw_entries SELECT * FROM entries;
+                 CREATE TABLE raw_balances (LIKE balances INCLUDING ALL);
+                 INSERT INTO raw_balances SELECT * FROM balances;",
             )
             .execute(&pool)
             .await?;
-            Ok(RawDb::Postgres(pool))
+            // As tally's tables are after autovacuum (VACUUM cannot run in
+            // the implicit transaction of a multi-statement string).
+            for table in ["raw_entries", "raw_balances"] {
+                sqlx::query(&format!("VACUUM ANALYZE {table}"))
+                    .execute(&pool)
+                    .await?;
+            }
+            let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM raw_entries")
+                .fetch_one(&pool)
+                .await?;
+            (RawPool::Postgres(pool), last.unwrap_or(0))
         } else {
             let options = SqliteConnectOptions::from_str(url)?
                 .journal_mode(SqliteJournalMode::Wal)
@@ -100,34 +124,58 @@ impl RawDb {
                 .max_connections(connections)
                 .connect_with(options)
                 .await?;
-            sqlx::raw_sql(
-                "CREATE TABLE IF NOT EXISTS raw_entries (
-                    tenant_id TEXT NOT NULL, id TEXT NOT NULL, upstream_id TEXT NOT NULL,
-                    account TEXT NOT NULL, debit_account TEXT NOT NULL, credit_account TEXT NOT NULL,
-                    amount TEXT NOT NULL, unit TEXT NOT NULL, params TEXT NOT NULL,
-                    fingerprint TEXT NOT NULL, recorded_at TEXT NOT NULL,
-                    prev_hash TEXT NOT NULL, hash TEXT NOT NULL,
-                    PRIMARY KEY (tenant_id, id), UNIQUE (tenant_id, upstream_id)) STRICT;
-                 CREATE TABLE IF NOT EXISTS raw_balances (
-                    tenant_id TEXT NOT NULL, account TEXT NOT NULL, unit TEXT NOT NULL,
-                    debits TEXT NOT NULL, credits TEXT NOT NULL,
-                    PRIMARY KEY (tenant_id, account, unit)) STRICT;",
+            // SQLite has no CREATE TABLE … LIKE: replay tally's own DDL of
+            // the two tables and their indexes under the new names.
+            let ddl: Vec<String> = sqlx::query_scalar(
+                "SELECT sql FROM sqlite_master WHERE tbl_name IN ('entries', 'balances') \
+                 AND type IN ('table', 'index') AND sql IS NOT NULL ORDER BY type DESC",
             )
-            .execute(&pool)
+            .fetch_all(&pool)
             .await?;
-            Ok(RawDb::Sqlite(pool))
-        }
+            let mut tx = pool.begin().await?;
+            for statement in &ddl {
+                sqlx::raw_sql(&rename_tables(statement))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::raw_sql(
+                "INSERT INTO raw_entries SELECT * FROM entries;
+                 INSERT INTO raw_balances SELECT * FROM balances;",
+            )
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM raw_entries")
+                .fetch_one(&pool)
+                .await?;
+            (RawPool::Sqlite(pool), last.unwrap_or(0))
+        };
+        Ok(RawDb {
+            pool,
+            next_seq: Arc::new(AtomicI64::new(last_seq + 1)),
+        })
     }
 
     async fn write(&self, rows: &[RawRow]) -> anyhow::Result<()> {
-        match self {
-            RawDb::Postgres(pool) => {
+        let first = self
+            .next_seq
+            .fetch_add(rows.len() as i64, Ordering::Relaxed);
+        let seqs: Vec<i64> = (first..first + rows.len() as i64).collect();
+        let col = |f: fn(&RawRow) -> String| rows.iter().map(f).collect::<Vec<String>>();
+        match &self.pool {
+            RawPool::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
+                let insert = "INSERT INTO raw_entries (tenant_id, seq, id, kind, upstream_id, status, \
+                      account, debit_account, credit_account, amount, unit, params, fingerprint, \
+                      recorded_at, balance_after, prev_hash, hash)";
                 if rows.len() == 1 {
                     let r = &rows[0];
-                    sqlx::query(
-                        "INSERT INTO raw_entries VALUES ('raw', $1, $2, $3, $3, $4, $5::numeric, 'USD', $6, $7, $8::timestamptz, $9, $10)",
-                    )
+                    sqlx::query(&format!(
+                        "{insert} VALUES ($1, $2, $3, 'usage_debit', $4, 'posted', $5, $5, $6, \
+                         $7::numeric, 'USD', $8, $9, $10::timestamptz, -$7::numeric, $11, $12)"
+                    ))
+                    .bind(TENANT)
+                    .bind(seqs[0])
                     .bind(&r.id)
                     .bind(&r.upstream_id)
                     .bind(&r.account)
@@ -141,13 +189,15 @@ impl RawDb {
                     .execute(&mut *tx)
                     .await?;
                 } else {
-                    let col =
-                        |f: fn(&RawRow) -> String| rows.iter().map(f).collect::<Vec<String>>();
-                    sqlx::query(
-                        "INSERT INTO raw_entries SELECT 'raw', i, u, a, a, c, m::numeric, 'USD', p, f, t::timestamptz, ph, h
-                         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
-                           AS x(i, u, a, c, m, p, f, t, ph, h)",
-                    )
+                    sqlx::query(&format!(
+                        "{insert} SELECT $1, s, i, 'usage_debit', u, 'posted', a, a, c, m::numeric, \
+                           'USD', p, f, t::timestamptz, -(m::numeric), ph, h
+                         FROM UNNEST($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], \
+                           $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+                           AS x(s, i, u, a, c, m, p, f, t, ph, h)"
+                    ))
+                    .bind(TENANT)
+                    .bind(&seqs)
                     .bind(col(|r| r.id.clone()))
                     .bind(col(|r| r.upstream_id.clone()))
                     .bind(col(|r| r.account.clone()))
@@ -166,12 +216,13 @@ impl RawDb {
                 let debits: Vec<String> = d.values().map(|v| v.0.to_string()).collect();
                 let credits: Vec<String> = d.values().map(|v| v.1.to_string()).collect();
                 sqlx::query(
-                    "INSERT INTO raw_balances SELECT 'raw', a, 'USD', d::numeric, c::numeric
-                     FROM UNNEST($1::text[], $2::text[], $3::text[]) AS x(a, d, c)
+                    "INSERT INTO raw_balances SELECT $1, a, 'USD', d::numeric, c::numeric, 0
+                     FROM UNNEST($2::text[], $3::text[], $4::text[]) AS x(a, d, c)
                      ON CONFLICT (tenant_id, account, unit) DO UPDATE SET
                        debits = raw_balances.debits + EXCLUDED.debits,
                        credits = raw_balances.credits + EXCLUDED.credits",
                 )
+                .bind(TENANT)
                 .bind(&accounts)
                 .bind(&debits)
                 .bind(&credits)
@@ -179,16 +230,23 @@ impl RawDb {
                 .await?;
                 tx.commit().await?;
             }
-            RawDb::Sqlite(pool) => {
+            RawPool::Sqlite(pool) => {
                 // SQLite has no exact decimal arithmetic in SQL: read, add in
                 // Rust, write back — inside BEGIN IMMEDIATE, as tally does.
                 let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                for chunk in rows.chunks(1_000) {
-                    let mut q = QueryBuilder::new("INSERT INTO raw_entries ");
-                    q.push_values(chunk, |mut b, r| {
-                        b.push_bind("raw")
+                for (chunk, seqs) in rows.chunks(500).zip(seqs.chunks(500)) {
+                    let mut q = QueryBuilder::new(
+                        "INSERT INTO raw_entries (tenant_id, seq, id, kind, upstream_id, status, \
+                         account, debit_account, credit_account, amount, unit, params, fingerprint, \
+                         recorded_at, balance_after, prev_hash, hash) ",
+                    );
+                    q.push_values(chunk.iter().zip(seqs), |mut b, (r, seq)| {
+                        b.push_bind(TENANT)
+                            .push_bind(*seq)
                             .push_bind(&r.id)
+                            .push_bind("usage_debit")
                             .push_bind(&r.upstream_id)
+                            .push_bind("posted")
                             .push_bind(&r.account)
                             .push_bind(&r.account)
                             .push_bind(&r.counter)
@@ -197,15 +255,15 @@ impl RawDb {
                             .push_bind(&r.params)
                             .push_bind(&r.fingerprint)
                             .push_bind(&r.recorded_at)
+                            .push_bind((-r.amount).to_string())
                             .push_bind(&r.prev_hash)
                             .push_bind(&r.hash);
                     });
                     q.build().execute(&mut *tx).await?;
                 }
                 let d = deltas(rows);
-                let mut q = QueryBuilder::new(
-                    "SELECT account, debits, credits FROM raw_balances WHERE tenant_id = 'raw' AND account IN (",
-                );
+                let mut q = QueryBuilder::new("SELECT account, debits, credits FROM raw_balances WHERE tenant_id = ");
+                q.push_bind(TENANT).push(" AND unit = 'USD' AND account IN (");
                 let mut sep = q.separated(", ");
                 for a in d.keys() {
                     sep.push_bind(*a);
@@ -221,15 +279,16 @@ impl RawDb {
                     );
                 }
                 let mut q = QueryBuilder::new(
-                    "INSERT INTO raw_balances (tenant_id, account, unit, debits, credits) ",
+                    "INSERT INTO raw_balances (tenant_id, account, unit, debits, credits, held) ",
                 );
                 q.push_values(d.iter(), |mut b, (a, (dd, dc))| {
                     let (cd, cc) = current.get(*a).copied().unwrap_or_default();
-                    b.push_bind("raw")
+                    b.push_bind(TENANT)
                         .push_bind(*a)
                         .push_bind("USD")
                         .push_bind((cd + dd).normalize().to_string())
-                        .push_bind((cc + dc).normalize().to_string());
+                        .push_bind((cc + dc).normalize().to_string())
+                        .push_bind("0");
                 });
                 q.push(" ON CONFLICT (tenant_id, account, unit) DO UPDATE SET debits = excluded.debits, credits = excluded.credits");
                 q.build().execute(&mut *tx).await?;
@@ -238,6 +297,34 @@ impl RawDb {
         }
         Ok(())
     }
+}
+
+/// `sql` (tally's DDL of `entries` or `balances`, or of one of their
+/// indexes) naming `raw_entries` / `raw_balances` instead.
+fn rename_tables(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let w = word.as_str();
+        let ours = ["entries", "balances"]
+            .iter()
+            .any(|t| w == *t || w.strip_prefix(t).is_some_and(|rest| rest.starts_with('_')));
+        if ours {
+            out.push_str("raw_");
+        }
+        out.push_str(w);
+        word.clear();
+    };
+    for c in sql.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 /// `clients` connections, each committing transactions of `batch` rows for
