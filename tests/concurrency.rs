@@ -188,8 +188,14 @@ async fn a_rebuild_makes_a_running_writer_read_balances_again(engine: Engine) {
         201
     );
     assert_eq!(server.balance(&key, "cust").await["posted"], "-7");
+    // The entry decided on the damaged balance recorded it in its
+    // balance_after, which is immutable: verify names exactly that one.
     let (ok, out, _) = ledger.tally(&["verify"]).await;
-    assert!(ok, "{out}");
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("seq 2: balance_after is -502 but the log folds to -3"),
+        "{out}"
+    );
 }
 
 async fn two_hundred_concurrent_distinct_debits_stay_exact(engine: Engine) {

@@ -637,7 +637,7 @@ async fn readyz_is_503_while_the_database_is_unreachable(engine: Engine) {
     let (status, body) = readyz_status(&server).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "ready");
-    assert_eq!(body["schema_version"], 3);
+    assert_eq!(body["schema_version"], 4);
     assert_eq!(server.get("/healthz", "").await.status, 200);
 
     let outage = cut(&ledger).await;

@@ -165,7 +165,8 @@ impl RawDb {
         match &self.pool {
             RawPool::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
-                let insert = "INSERT INTO raw_entries (tenant_id, seq, id, kind, upstream_id, status, \
+                let insert =
+                    "INSERT INTO raw_entries (tenant_id, seq, id, kind, upstream_id, status, \
                       account, debit_account, credit_account, amount, unit, params, fingerprint, \
                       recorded_at, balance_after, prev_hash, hash)";
                 if rows.len() == 1 {
@@ -262,8 +263,11 @@ impl RawDb {
                     q.build().execute(&mut *tx).await?;
                 }
                 let d = deltas(rows);
-                let mut q = QueryBuilder::new("SELECT account, debits, credits FROM raw_balances WHERE tenant_id = ");
-                q.push_bind(TENANT).push(" AND unit = 'USD' AND account IN (");
+                let mut q = QueryBuilder::new(
+                    "SELECT account, debits, credits FROM raw_balances WHERE tenant_id = ",
+                );
+                q.push_bind(TENANT)
+                    .push(" AND unit = 'USD' AND account IN (");
                 let mut sep = q.separated(", ");
                 for a in d.keys() {
                     sep.push_bind(*a);

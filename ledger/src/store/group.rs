@@ -54,18 +54,6 @@ pub(crate) trait GroupTransaction: Send {
         keys: &[StateKey],
     ) -> impl Future<Output = Result<Vec<(String, String, String)>, LedgerError>> + Send;
 
-    /// Upserts rule-state rows.
-    fn write_records(
-        &mut self,
-        tenant: &str,
-        rows: &[StateRow],
-    ) -> impl Future<Output = Result<(), LedgerError>> + Send;
-
-    fn insert_entries(
-        &mut self,
-        entries: &[StoredEntry],
-    ) -> impl Future<Output = Result<(), LedgerError>> + Send;
-
     /// Writes absolute balances (the head lock makes read-then-write safe).
     fn write_balances(
         &mut self,
@@ -73,9 +61,14 @@ pub(crate) trait GroupTransaction: Send {
         rows: &[(&str, &str, AccountBalance)],
     ) -> impl Future<Output = Result<(), LedgerError>> + Send;
 
-    fn write_head(
+    /// Everything a group writes: its entries, the balances and records
+    /// they changed, the new head. An engine may send it as one statement.
+    fn write_group(
         &mut self,
         tenant: &str,
+        entries: &[StoredEntry],
+        balances: &[(&str, &str, AccountBalance)],
+        records: &[StateRow],
         head: &crate::chain::Head,
     ) -> impl Future<Output = Result<(), LedgerError>> + Send;
 
@@ -282,19 +275,19 @@ async fn run_group<T: GroupTransaction>(
     }
     let mut end = fence;
     if !outcome.new_entries.is_empty() {
-        tx.insert_entries(&outcome.new_entries).await?;
-        let t_insert = t0.elapsed();
-        tx.write_balances(tenant, &outcome.changed_balances(&state))
-            .await?;
         let records: Vec<StateRow> = outcome
             .changed_records(&state)
             .into_iter()
             .map(|(k, v)| v.to_row(k))
             .collect();
-        if !records.is_empty() {
-            tx.write_records(tenant, &records).await?;
-        }
-        tx.write_head(tenant, &state.head).await?;
+        tx.write_group(
+            tenant,
+            &outcome.new_entries,
+            &outcome.changed_balances(&state),
+            &records,
+            &state.head,
+        )
+        .await?;
         let t_write = t0.elapsed();
         tx.commit().await?;
         end.head = state.head;
@@ -304,8 +297,7 @@ async fn run_group<T: GroupTransaction>(
             keys_ms = (t_keys - t_lock).as_secs_f64() * 1e3,
             load_ms = (t_load - t_lock).as_secs_f64() * 1e3,
             decide_ms = (t_decide - t_load).as_secs_f64() * 1e3,
-            insert_ms = (t_insert - t_decide).as_secs_f64() * 1e3,
-            balances_head_ms = (t_write - t_insert).as_secs_f64() * 1e3,
+            write_ms = (t_write - t_decide).as_secs_f64() * 1e3,
             commit_ms = (t0.elapsed() - t_write).as_secs_f64() * 1e3,
             "group phases"
         );

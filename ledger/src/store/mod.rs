@@ -366,7 +366,56 @@ pub const LOG_PAGE: i64 = 10_000;
 
 /// Seq ranges the rebuild aggregates at a time, so no aggregated string
 /// grows with the whole log.
-pub(crate) const REBUILD_CHUNK: i64 = 1_000_000;
+/// The rebuild folds the log in this many seq ranges at once, one
+/// connection each, and adds the partial sums (decimal addition is exact, so
+/// the split cannot change the result): as many as the machine has cores,
+/// within 2..=8; one range for a small log.
+pub(crate) fn rebuild_ranges(head_seq: i64) -> Vec<(i64, i64)> {
+    let parts = if head_seq < 100_000 {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(2, 8) as i64
+    };
+    let step = (head_seq + parts - 1) / parts.max(1);
+    (0..parts)
+        .map(|i| (i * step, ((i + 1) * step).min(head_seq)))
+        .filter(|(from, to)| from < to)
+        .collect()
+}
+
+/// Adds the debits and credits of a partial fold into `into`.
+pub(crate) fn merge_postings(
+    into: &mut BalanceProjection,
+    part: &BalanceProjection,
+) -> Result<(), LedgerError> {
+    for (account, unit, b) in part.iter() {
+        for (side, amount) in [
+            (tally_projections::Side::Debit, b.debits),
+            (tally_projections::Side::Credit, b.credits),
+        ] {
+            into.add(account, unit, side, amount)
+                .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits for the partial folds of a rebuild.
+pub(crate) async fn join_folds<T>(
+    tasks: Vec<tokio::task::JoinHandle<Result<T, LedgerError>>>,
+) -> Result<Vec<T>, LedgerError> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        out.push(
+            task.await
+                .map_err(|e| LedgerError::Unavailable(format!("a rebuild fold stopped: {e}")))??,
+        );
+    }
+    Ok(out)
+}
 
 /// The rebuild's inner loop: one side of one account, its posted amounts as
 /// the database aggregated them (comma-separated canonical decimal text).

@@ -15,7 +15,8 @@ use super::group::GroupTransaction;
 use super::memory::Fence;
 use super::{
     decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, fold_posting_row,
-    hold_rows_sql, AccountRange, BalanceRow, EntryFilter,
+    hold_rows_sql, join_folds, merge_postings, rebuild_ranges, AccountRange, BalanceRow,
+    EntryFilter,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
@@ -378,26 +379,46 @@ impl PostgresStore {
             .execute(&mut *group.tx)
             .await?;
         // Only the columns a balance depends on, streamed and borrowed: no
-        // allocation per row. Sums do not depend on order, so no ORDER BY.
-        // (Aggregating per account with string_agg, as on SQLite, measured
-        // slower here: PostgreSQL streams rows faster than it sorts them.)
+        // allocation per row. Sums do not depend on order, so no ORDER BY,
+        // and seq ranges fold in parallel on their own connections (entries
+        // up to the locked head are committed and immutable, whichever
+        // snapshot reads them). (Aggregating per account with string_agg,
+        // as on SQLite, measured slower here: PostgreSQL streams rows faster
+        // than it sorts them.)
         let mut log = LogFold::new();
         let sql = format!(
             "SELECT debit_account, credit_account, amount::text, unit FROM entries \
-             WHERE tenant_id = $1 AND status = 'posted' AND kind NOT IN {}",
+             WHERE tenant_id = $1 AND seq > $2 AND seq <= $3 AND status = 'posted' \
+             AND kind NOT IN {}",
             crate::fold::NON_MONEY_KINDS_SQL
         );
-        let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *group.tx);
-        while let Some(r) = rows.try_next().await? {
-            fold_posting_row(
-                &mut log.balances,
-                r.try_get(0)?,
-                r.try_get(1)?,
-                r.try_get(2)?,
-                r.try_get(3)?,
-            )?;
+        let tasks = rebuild_ranges(head.seq)
+            .into_iter()
+            .map(|(from, to)| {
+                let (pool, sql, tenant) = (self.pool.clone(), sql.clone(), tenant.to_owned());
+                tokio::spawn(async move {
+                    let mut part = BalanceProjection::new();
+                    let mut rows = sqlx::query(&sql)
+                        .bind(&tenant)
+                        .bind(from)
+                        .bind(to)
+                        .fetch(&pool);
+                    while let Some(r) = rows.try_next().await? {
+                        fold_posting_row(
+                            &mut part,
+                            r.try_get(0)?,
+                            r.try_get(1)?,
+                            r.try_get(2)?,
+                            r.try_get(3)?,
+                        )?;
+                    }
+                    Ok(part)
+                })
+            })
+            .collect();
+        for part in join_folds(tasks).await? {
+            merge_postings(&mut log.balances, &part)?;
         }
-        drop(rows);
         let sql = hold_rows_sql("$1").replace("amount,", "amount::text,");
         let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *group.tx);
         while let Some(r) = rows.try_next().await? {
@@ -564,68 +585,6 @@ impl GroupTransaction for PgGroup {
             .collect()
     }
 
-    async fn write_records(&mut self, tenant: &str, rows: &[StateRow]) -> Result<(), LedgerError> {
-        for chunk in rows.chunks(1_000) {
-            let mut q = QueryBuilder::<Postgres>::new(
-                "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) ",
-            );
-            q.push_values(chunk, |mut b, r| {
-                b.push_bind(tenant)
-                    .push_bind(r.kind)
-                    .push_bind(&r.key)
-                    .push_bind(&r.value)
-                    .push_bind(&r.expires_at);
-            });
-            q.push(
-                " ON CONFLICT (tenant_id, kind, key) DO UPDATE SET \
-                 value = excluded.value, expires_at = excluded.expires_at",
-            );
-            q.build().execute(&mut *self.tx).await?;
-        }
-        Ok(())
-    }
-
-    async fn insert_entries(&mut self, entries: &[StoredEntry]) -> Result<(), LedgerError> {
-        // One statement per group whatever its size: columns travel as arrays.
-        let col = |f: fn(&StoredEntry) -> String| entries.iter().map(f).collect::<Vec<String>>();
-        let opt = |f: fn(&StoredEntry) -> Option<String>| {
-            entries.iter().map(f).collect::<Vec<Option<String>>>()
-        };
-        let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
-        let recorded: Vec<DateTime<Utc>> = entries.iter().map(|e| e.recorded_at).collect();
-        sqlx::query(
-            "INSERT INTO entries (tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
-               rejection_message, account, debit_account, credit_account, amount, unit, params, \
-               fingerprint, recorded_at, balance_after, prev_hash, hash) \
-             SELECT * FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], \
-               $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], \
-               $12::text[]::numeric[], $13::text[], $14::text[], $15::text[], $16::timestamptz[], \
-               $17::text[]::numeric[], $18::text[], $19::text[])",
-        )
-        .bind(col(|e| e.tenant_id.clone()))
-        .bind(seqs)
-        .bind(col(|e| e.id.clone()))
-        .bind(col(|e| e.kind.as_str().to_owned()))
-        .bind(col(|e| e.upstream_id.clone()))
-        .bind(col(|e| e.status.as_str().to_owned()))
-        .bind(opt(|e| e.rejection_code.clone()))
-        .bind(opt(|e| e.rejection_message.clone()))
-        .bind(col(|e| e.account.clone()))
-        .bind(col(|e| e.debit_account.clone()))
-        .bind(col(|e| e.credit_account.clone()))
-        .bind(col(|e| canonical(e.amount)))
-        .bind(col(|e| e.unit.clone()))
-        .bind(col(|e| e.params.clone()))
-        .bind(col(|e| e.fingerprint.clone()))
-        .bind(recorded)
-        .bind(col(|e| canonical(e.balance_after)))
-        .bind(col(|e| e.prev_hash.clone()))
-        .bind(col(|e| e.hash.clone()))
-        .execute(&mut *self.tx)
-        .await?;
-        Ok(())
-    }
-
     async fn write_balances(
         &mut self,
         tenant: &str,
@@ -656,13 +615,92 @@ impl GroupTransaction for PgGroup {
         Ok(())
     }
 
-    async fn write_head(&mut self, tenant: &str, head: &Head) -> Result<(), LedgerError> {
-        sqlx::query("UPDATE ledger_heads SET seq = $1, hash = $2 WHERE tenant_id = $3")
-            .bind(head.seq)
-            .bind(hex::encode(head.hash))
-            .bind(tenant)
-            .execute(&mut *self.tx)
-            .await?;
+    async fn write_group(
+        &mut self,
+        tenant: &str,
+        entries: &[StoredEntry],
+        balances: &[(&str, &str, AccountBalance)],
+        records: &[StateRow],
+        head: &Head,
+    ) -> Result<(), LedgerError> {
+        // One statement, one round trip, for the whole group: the entries,
+        // the balances and rule-state records they changed (absolute values:
+        // the head lock makes read-then-write safe), and the head. Columns
+        // travel as arrays, so the statement is the same whatever the group
+        // size and stays prepared.
+        let col = |f: fn(&StoredEntry) -> String| entries.iter().map(f).collect::<Vec<String>>();
+        let opt = |f: fn(&StoredEntry) -> Option<String>| {
+            entries.iter().map(f).collect::<Vec<Option<String>>>()
+        };
+        let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
+        let recorded: Vec<DateTime<Utc>> = entries.iter().map(|e| e.recorded_at).collect();
+        let amounts = |f: fn(&AccountBalance) -> rust_decimal::Decimal| {
+            balances
+                .iter()
+                .map(|r| canonical(f(&r.2)))
+                .collect::<Vec<String>>()
+        };
+        let accounts: Vec<&str> = balances.iter().map(|r| r.0).collect();
+        let units: Vec<&str> = balances.iter().map(|r| r.1).collect();
+        sqlx::query(
+            "WITH new_entries AS ( \
+               INSERT INTO entries (tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
+                 rejection_message, account, debit_account, credit_account, amount, unit, params, \
+                 fingerprint, recorded_at, balance_after, prev_hash, hash) \
+               SELECT $1, * FROM UNNEST($2::int8[], $3::text[], $4::text[], $5::text[], \
+                 $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], \
+                 $12::text[]::numeric[], $13::text[], $14::text[], $15::text[], $16::timestamptz[], \
+                 $17::text[]::numeric[], $18::text[], $19::text[])), \
+             new_balances AS ( \
+               INSERT INTO balances (tenant_id, account, unit, debits, credits, held) \
+               SELECT $1, * FROM UNNEST($20::text[], $21::text[], $22::text[]::numeric[], \
+                 $23::text[]::numeric[], $24::text[]::numeric[]) \
+               ON CONFLICT (tenant_id, account, unit) DO UPDATE SET \
+                 debits = EXCLUDED.debits, credits = EXCLUDED.credits, held = EXCLUDED.held), \
+             new_records AS ( \
+               INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) \
+               SELECT $1, * FROM UNNEST($25::text[], $26::text[], $27::text[], $28::text[]) \
+               ON CONFLICT (tenant_id, kind, key) DO UPDATE SET \
+                 value = EXCLUDED.value, expires_at = EXCLUDED.expires_at) \
+             UPDATE ledger_heads SET seq = $29, hash = $30 WHERE tenant_id = $1",
+        )
+        .bind(tenant)
+        .bind(seqs)
+        .bind(col(|e| e.id.clone()))
+        .bind(col(|e| e.kind.as_str().to_owned()))
+        .bind(col(|e| e.upstream_id.clone()))
+        .bind(col(|e| e.status.as_str().to_owned()))
+        .bind(opt(|e| e.rejection_code.clone()))
+        .bind(opt(|e| e.rejection_message.clone()))
+        .bind(col(|e| e.account.clone()))
+        .bind(col(|e| e.debit_account.clone()))
+        .bind(col(|e| e.credit_account.clone()))
+        .bind(col(|e| canonical(e.amount)))
+        .bind(col(|e| e.unit.clone()))
+        .bind(col(|e| e.params.clone()))
+        .bind(col(|e| e.fingerprint.clone()))
+        .bind(recorded)
+        .bind(col(|e| canonical(e.balance_after)))
+        .bind(col(|e| e.prev_hash.clone()))
+        .bind(col(|e| e.hash.clone()))
+        .bind(&accounts)
+        .bind(&units)
+        .bind(amounts(|b| b.debits))
+        .bind(amounts(|b| b.credits))
+        .bind(amounts(|b| b.held))
+        .bind(records.iter().map(|r| r.kind).collect::<Vec<&str>>())
+        .bind(records.iter().map(|r| r.key.as_str()).collect::<Vec<&str>>())
+        .bind(records.iter().map(|r| r.value.as_str()).collect::<Vec<&str>>())
+        .bind(
+            records
+                .iter()
+                .map(|r| r.expires_at.as_deref())
+                .collect::<Vec<Option<&str>>>(),
+        )
+        .bind(head.seq)
+        .bind(hex::encode(head.hash))
+        .execute(&mut *self.tx)
+        .await?;
         Ok(())
     }
 

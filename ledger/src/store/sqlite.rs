@@ -17,7 +17,8 @@ use super::group::GroupTransaction;
 use super::memory::Fence;
 use super::{
     decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, fold_side,
-    hold_rows_sql, AccountRange, BalanceRow, EntryFilter, REBUILD_CHUNK,
+    hold_rows_sql, join_folds, merge_postings, rebuild_ranges, AccountRange, BalanceRow,
+    EntryFilter,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
@@ -336,35 +337,44 @@ impl SqliteStore {
             .await?;
         // The database groups each side's posted amounts per account; Rust
         // parses and adds every amount exactly. Far fewer rows cross the
-        // driver than one per entry (measured in docs/performance.md).
+        // driver than one per entry (measured in docs/performance.md). Each
+        // side of each seq range is read on its own connection, in parallel
+        // (WAL readers do not wait for the write lock this transaction
+        // holds; entries up to the locked head are committed and immutable).
         let mut log = LogFold::new();
-        let projection = &mut log.balances;
-        let mut folded = 0u64;
+        let mut tasks = Vec::new();
         for (column, side) in [
             ("debit_account", Side::Debit),
             ("credit_account", Side::Credit),
         ] {
             let sql = format!("SELECT {side}, unit, group_concat(amount) FROM entries WHERE tenant_id = ? AND seq > ? AND seq <= ? AND status = 'posted' AND kind NOT IN {non_money} GROUP BY {side}, unit", side = column, non_money = crate::fold::NON_MONEY_KINDS_SQL);
-            let mut from = 0i64;
-            while from < head.seq {
-                let to = from + REBUILD_CHUNK;
-                let mut rows = sqlx::query(&sql)
-                    .bind(tenant)
-                    .bind(from)
-                    .bind(to)
-                    .fetch(&mut *group.tx);
-                while let Some(r) = rows.try_next().await? {
-                    folded += fold_side(
-                        projection,
-                        r.try_get(0)?,
-                        r.try_get(1)?,
-                        side,
-                        r.try_get(2)?,
-                    )?;
-                }
-                drop(rows);
-                from = to;
+            for (from, to) in rebuild_ranges(head.seq) {
+                let (pool, sql, tenant) = (self.pool.clone(), sql.clone(), tenant.to_owned());
+                tasks.push(tokio::spawn(async move {
+                    let mut part = BalanceProjection::new();
+                    let mut folded = 0u64;
+                    let mut rows = sqlx::query(&sql)
+                        .bind(&tenant)
+                        .bind(from)
+                        .bind(to)
+                        .fetch(&pool);
+                    while let Some(r) = rows.try_next().await? {
+                        folded += fold_side(
+                            &mut part,
+                            r.try_get(0)?,
+                            r.try_get(1)?,
+                            side,
+                            r.try_get(2)?,
+                        )?;
+                    }
+                    Ok((part, folded))
+                }));
             }
+        }
+        let mut folded = 0u64;
+        for (part, n) in join_folds(tasks).await? {
+            merge_postings(&mut log.balances, &part)?;
+            folded += n;
         }
         let sql = hold_rows_sql("?");
         let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *group.tx);
@@ -522,6 +532,69 @@ pub(super) struct SqliteGroup {
     tx: Transaction<'static, Sqlite>,
 }
 
+impl SqliteGroup {
+    async fn write_records(&mut self, tenant: &str, rows: &[StateRow]) -> Result<(), LedgerError> {
+        for chunk in rows.chunks(ROWS_PER_INSERT / 2) {
+            let mut q = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) ",
+            );
+            q.push_values(chunk, |mut b, r| {
+                b.push_bind(tenant)
+                    .push_bind(r.kind)
+                    .push_bind(&r.key)
+                    .push_bind(&r.value)
+                    .push_bind(&r.expires_at);
+            });
+            q.push(
+                " ON CONFLICT (tenant_id, kind, key) DO UPDATE SET \
+                 value = excluded.value, expires_at = excluded.expires_at",
+            );
+            q.build().execute(&mut *self.tx).await?;
+        }
+        Ok(())
+    }
+
+    async fn insert_entries(&mut self, entries: &[StoredEntry]) -> Result<(), LedgerError> {
+        for chunk in entries.chunks(ROWS_PER_INSERT / 2) {
+            let mut q =
+                QueryBuilder::<Sqlite>::new(format!("INSERT INTO entries ({ENTRY_COLUMNS}) "));
+            q.push_values(chunk, |mut b, e| {
+                b.push_bind(&e.tenant_id)
+                    .push_bind(e.seq)
+                    .push_bind(&e.id)
+                    .push_bind(e.kind.as_str())
+                    .push_bind(&e.upstream_id)
+                    .push_bind(e.status.as_str())
+                    .push_bind(&e.rejection_code)
+                    .push_bind(&e.rejection_message)
+                    .push_bind(&e.account)
+                    .push_bind(&e.debit_account)
+                    .push_bind(&e.credit_account)
+                    .push_bind(canonical(e.amount))
+                    .push_bind(&e.unit)
+                    .push_bind(&e.params)
+                    .push_bind(&e.fingerprint)
+                    .push_bind(format_recorded_at(&e.recorded_at))
+                    .push_bind(canonical(e.balance_after))
+                    .push_bind(&e.prev_hash)
+                    .push_bind(&e.hash);
+            });
+            q.build().execute(&mut *self.tx).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_head(&mut self, tenant: &str, head: &Head) -> Result<(), LedgerError> {
+        sqlx::query("UPDATE ledger_heads SET seq = ?, hash = ? WHERE tenant_id = ?")
+            .bind(head.seq)
+            .bind(hex::encode(head.hash))
+            .bind(tenant)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+}
+
 impl GroupTransaction for SqliteGroup {
     async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
         // BEGIN IMMEDIATE already holds the database's write lock.
@@ -629,57 +702,6 @@ impl GroupTransaction for SqliteGroup {
         Ok(out)
     }
 
-    async fn write_records(&mut self, tenant: &str, rows: &[StateRow]) -> Result<(), LedgerError> {
-        for chunk in rows.chunks(ROWS_PER_INSERT / 2) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) ",
-            );
-            q.push_values(chunk, |mut b, r| {
-                b.push_bind(tenant)
-                    .push_bind(r.kind)
-                    .push_bind(&r.key)
-                    .push_bind(&r.value)
-                    .push_bind(&r.expires_at);
-            });
-            q.push(
-                " ON CONFLICT (tenant_id, kind, key) DO UPDATE SET \
-                 value = excluded.value, expires_at = excluded.expires_at",
-            );
-            q.build().execute(&mut *self.tx).await?;
-        }
-        Ok(())
-    }
-
-    async fn insert_entries(&mut self, entries: &[StoredEntry]) -> Result<(), LedgerError> {
-        for chunk in entries.chunks(ROWS_PER_INSERT / 2) {
-            let mut q =
-                QueryBuilder::<Sqlite>::new(format!("INSERT INTO entries ({ENTRY_COLUMNS}) "));
-            q.push_values(chunk, |mut b, e| {
-                b.push_bind(&e.tenant_id)
-                    .push_bind(e.seq)
-                    .push_bind(&e.id)
-                    .push_bind(e.kind.as_str())
-                    .push_bind(&e.upstream_id)
-                    .push_bind(e.status.as_str())
-                    .push_bind(&e.rejection_code)
-                    .push_bind(&e.rejection_message)
-                    .push_bind(&e.account)
-                    .push_bind(&e.debit_account)
-                    .push_bind(&e.credit_account)
-                    .push_bind(canonical(e.amount))
-                    .push_bind(&e.unit)
-                    .push_bind(&e.params)
-                    .push_bind(&e.fingerprint)
-                    .push_bind(format_recorded_at(&e.recorded_at))
-                    .push_bind(canonical(e.balance_after))
-                    .push_bind(&e.prev_hash)
-                    .push_bind(&e.hash);
-            });
-            q.build().execute(&mut *self.tx).await?;
-        }
-        Ok(())
-    }
-
     async fn write_balances(
         &mut self,
         tenant: &str,
@@ -706,14 +728,21 @@ impl GroupTransaction for SqliteGroup {
         Ok(())
     }
 
-    async fn write_head(&mut self, tenant: &str, head: &Head) -> Result<(), LedgerError> {
-        sqlx::query("UPDATE ledger_heads SET seq = ?, hash = ? WHERE tenant_id = ?")
-            .bind(head.seq)
-            .bind(hex::encode(head.hash))
-            .bind(tenant)
-            .execute(&mut *self.tx)
-            .await?;
-        Ok(())
+    async fn write_group(
+        &mut self,
+        tenant: &str,
+        entries: &[StoredEntry],
+        balances: &[(&str, &str, AccountBalance)],
+        records: &[StateRow],
+        head: &Head,
+    ) -> Result<(), LedgerError> {
+        // In-process: statements cost no round trip, so one each.
+        self.insert_entries(entries).await?;
+        self.write_balances(tenant, balances).await?;
+        if !records.is_empty() {
+            self.write_records(tenant, records).await?;
+        }
+        self.write_head(tenant, head).await
     }
 
     async fn commit(self) -> Result<(), LedgerError> {
