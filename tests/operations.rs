@@ -662,18 +662,18 @@ async fn readyz_is_503_while_the_database_is_unreachable(engine: Engine) {
     // A schema behind the binary (the last migration not applied) is not
     // ready either.
     ledger
-        .sql(&["UPDATE _sqlx_migrations SET success = false WHERE version = 3"])
+        .sql(&["UPDATE _sqlx_migrations SET success = false WHERE version = 4"])
         .await;
     let body = wait_ready_status(&server, 503).await;
     assert!(
         body["detail"]
             .as_str()
             .unwrap()
-            .contains("the schema is at migration 2; this tally needs 3"),
+            .contains("the schema is at migration 3; this tally needs 4"),
         "{body}"
     );
     ledger
-        .sql(&["UPDATE _sqlx_migrations SET success = true WHERE version = 3"])
+        .sql(&["UPDATE _sqlx_migrations SET success = true WHERE version = 4"])
         .await;
     wait_ready_status(&server, 200).await;
 }
