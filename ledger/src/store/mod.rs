@@ -445,32 +445,6 @@ pub(crate) fn fold_side(
     Ok(n)
 }
 
-/// Folds one posted posting (debit_account, credit_account, amount, unit)
-/// into `projection`; the rebuild's inner loop. The query that feeds it
-/// selects only posted entries of kinds that move money
-/// ([`crate::fold::NON_MONEY_KINDS_SQL`] excluded); the others are folded
-/// by [`fold_hold_row`].
-pub(crate) fn fold_posting_row(
-    projection: &mut BalanceProjection,
-    debit_account: &str,
-    credit_account: &str,
-    amount: &str,
-    unit: &str,
-) -> Result<(), LedgerError> {
-    // Stored amounts are canonical decimal text, which from_str_exact reads
-    // exactly (it refuses rather than rounds).
-    let amount = rust_decimal::Decimal::from_str_exact(amount)
-        .map_err(|_| LedgerError::Corrupt(format!("amount {amount:?}")))?;
-    projection
-        .apply(&tally_projections::Posting {
-            debit_account,
-            credit_account,
-            amount,
-            unit,
-        })
-        .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))
-}
-
 /// SQL selecting, in seq order, the posted entries whose effect on balances
 /// is not a plain posting; rows are folded by [`fold_hold_row`]. `$1`/`?` is
 /// the tenant.
