@@ -364,6 +364,16 @@ impl Metrics {
             &[],
             stats.failed_groups.load(Ordering::Relaxed),
         );
+        out.family(
+            "tally_writer_answered_before_group_total",
+            "counter",
+            "Intents answered by the key look-up before the writer (replays and conflicts of committed entries); they never entered a group.",
+        );
+        out.sample(
+            "tally_writer_answered_before_group_total",
+            &[],
+            stats.answered_before_group.load(Ordering::Relaxed),
+        );
         let depth = writers.queue_depth();
         out.family(
             "tally_writer_queued_intents",

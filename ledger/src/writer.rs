@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::decide::Decision;
-use crate::intent::Intent;
+use crate::decide::{decide_existing, Decision};
+use crate::entry::StoredEntry;
+use crate::intent::{EntryKind, Intent};
 use crate::stats::Histogram;
 use crate::store::{Storage, WriterMemory};
 use crate::LedgerError;
@@ -49,6 +50,8 @@ type Reply = oneshot::Sender<Result<Vec<Decision>, LedgerError>>;
 /// Intents submitted together (one request) and where their answers go.
 struct Job {
     intents: Vec<Intent>,
+    /// Per intent, once looked up before the writer: its key held no entry.
+    absent: Vec<bool>,
     reply: Reply,
 }
 
@@ -73,6 +76,9 @@ pub struct WriterStats {
     pub commit_micros: Histogram,
     /// Expired holds this process released (`crate::expiry`).
     pub expired_holds_released: AtomicU64,
+    /// Intents answered by the look-up before the writer (replays and
+    /// conflicts of committed entries): they never entered a group.
+    pub answered_before_group: AtomicU64,
 }
 
 /// Bounds of [`WriterStats::group_size`], in intents (`max_group` ≤ 10,000).
@@ -93,6 +99,7 @@ impl Default for WriterStats {
             group_size: Histogram::new(&GROUP_SIZE_BOUNDS),
             commit_micros: Histogram::new(&COMMIT_MICROS_BOUNDS),
             expired_holds_released: AtomicU64::new(0),
+            answered_before_group: AtomicU64::new(0),
         }
     }
 }
@@ -186,7 +193,12 @@ impl Writers {
                 queue.pending.fetch_sub(n, Ordering::AcqRel);
                 return Err(LedgerError::Overloaded);
             }
-            if queue.sender.send(Job { intents, reply }).is_err() {
+            let job = Job {
+                intents,
+                absent: Vec::new(),
+                reply,
+            };
+            if queue.sender.send(job).is_err() {
                 queue.pending.fetch_sub(n, Ordering::AcqRel);
                 return Err(LedgerError::Unavailable(
                     "the tenant's writer stopped".to_owned(),
@@ -209,11 +221,21 @@ impl Writers {
             .unwrap_or(false);
         if !alive {
             let (sender, receiver) = mpsc::unbounded_channel();
+            let (to_writer, writer_queue) = mpsc::unbounded_channel();
             let pending = Arc::new(AtomicUsize::new(0));
-            tokio::spawn(run(
+            tokio::spawn(look_up(
                 self.storage.clone(),
                 tenant.to_owned(),
                 receiver,
+                to_writer,
+                pending.clone(),
+                self.config,
+                self.stats.clone(),
+            ));
+            tokio::spawn(run(
+                self.storage.clone(),
+                tenant.to_owned(),
+                writer_queue,
                 pending.clone(),
                 self.config,
                 self.stats.clone(),
@@ -222,6 +244,103 @@ impl Writers {
         }
         // Present: either it was alive or it was inserted just above.
         &queues[tenant]
+    }
+}
+
+/// Before the writer: looks up the keys of whatever is waiting in one
+/// query, outside any lock, while the writer commits the previous group.
+/// A job whose every intent holds a committed entry (a replay, or a
+/// conflict) is answered here at once: committed entries are immutable and
+/// keys never expire, so the answer is final — a replay is a look-up, not a
+/// write. The rest goes to the writer, with the keys found free marked so
+/// the group does not look them up again (should one be taken meanwhile,
+/// the UNIQUE constraint fails the group and the writer runs it again
+/// looking every key up under the lock).
+async fn look_up(
+    storage: Storage,
+    tenant: String,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+    writer: mpsc::UnboundedSender<Job>,
+    pending: Arc<AtomicUsize>,
+    config: WriterConfig,
+    stats: Arc<WriterStats>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut size = first.intents.len();
+        let mut jobs = vec![first];
+        while size < config.max_group {
+            let Ok(job) = rx.try_recv() else { break };
+            size += job.intents.len();
+            jobs.push(job);
+        }
+        let mut keys: Vec<(EntryKind, &str)> = jobs
+            .iter()
+            .flat_map(|j| &j.intents)
+            .filter(|i| i.kind != EntryKind::AccountSettings)
+            .map(|i| (i.kind, i.upstream_id.as_str()))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let found = if keys.is_empty() {
+            Ok(Vec::new())
+        } else {
+            storage.entries_with_keys(&tenant, &keys).await
+        };
+        drop(keys);
+        let found: Vec<StoredEntry> = match found {
+            Ok(found) => found,
+            Err(e) => {
+                // Nothing is lost: the writer looks every key up itself.
+                tracing::debug!(tenant = %tenant, error = %e, "look-up before the writer failed");
+                for job in jobs {
+                    forward(&writer, job, &pending);
+                }
+                continue;
+            }
+        };
+        let by_key: HashMap<(EntryKind, &str), &StoredEntry> = found
+            .iter()
+            .map(|e| ((e.kind, e.upstream_id.as_str()), e))
+            .collect();
+        for mut job in jobs {
+            let decided: Vec<Option<Decision>> = job
+                .intents
+                .iter()
+                .map(|i| match i.kind {
+                    EntryKind::AccountSettings => None,
+                    kind => by_key
+                        .get(&(kind, i.upstream_id.as_str()))
+                        .map(|e| decide_existing(e, i)),
+                })
+                .collect();
+            if decided.iter().all(Option::is_some) {
+                let n = job.intents.len();
+                stats
+                    .answered_before_group
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                pending.fetch_sub(n, Ordering::AcqRel);
+                // The caller may have gone away; nothing depends on it.
+                let _ = job.reply.send(Ok(decided.into_iter().flatten().collect()));
+            } else {
+                job.absent = job
+                    .intents
+                    .iter()
+                    .zip(&decided)
+                    .map(|(i, d)| d.is_none() && i.kind != EntryKind::AccountSettings)
+                    .collect();
+                forward(&writer, job, &pending);
+            }
+        }
+    }
+}
+
+fn forward(writer: &mpsc::UnboundedSender<Job>, job: Job, pending: &AtomicUsize) {
+    let n = job.intents.len();
+    if let Err(mpsc::error::SendError(job)) = writer.send(job) {
+        pending.fetch_sub(n, Ordering::AcqRel);
+        let _ = job.reply.send(Err(LedgerError::Unavailable(
+            "the tenant's writer stopped".to_owned(),
+        )));
     }
 }
 
@@ -267,7 +386,13 @@ async fn run(
 
         let mut job_intents = Vec::with_capacity(jobs.len());
         let mut replies = Vec::with_capacity(jobs.len());
+        let mut absent = Vec::with_capacity(size);
         for job in jobs {
+            if job.absent.len() == job.intents.len() {
+                absent.extend(job.absent);
+            } else {
+                absent.extend(std::iter::repeat_n(false, job.intents.len()));
+            }
             job_intents.push(job.intents);
             replies.push(job.reply);
         }
@@ -278,6 +403,7 @@ async fn run(
             &storage,
             &tenant,
             &intents,
+            &absent,
             &mut |i, d| answers.decided(i, d),
             &mut memory,
         )
@@ -311,27 +437,37 @@ async fn run(
 
 /// A failed group committed nothing, and deciding is idempotent by key, so
 /// running it again is safe; one quick retry hides a transient failure
-/// (a dropped connection, a serialisation error) from every caller of the group.
+/// (a dropped connection, a serialisation error) from every caller of the
+/// group. The retry looks every key up under the lock: a key found free
+/// before the writer and taken since fails the first run on the UNIQUE
+/// constraint, and the retry then replays it.
 async fn commit_with_retry(
     storage: &Storage,
     tenant: &str,
     intents: &[&Intent],
+    absent: &[bool],
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
     match storage
-        .commit_group_with(tenant, intents, final_now, memory)
+        .commit_group_with(tenant, intents, absent, final_now, memory)
         .await
     {
         Err(LedgerError::Database(e)) if !matches!(e, sqlx::Error::PoolTimedOut) => {
             tracing::info!(tenant = %tenant, error = %e, "retrying group once");
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            if !is_unique_violation(&e) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             storage
-                .commit_group_with(tenant, intents, final_now, memory)
+                .commit_group_with(tenant, intents, &[], final_now, memory)
                 .await
         }
         other => other,
     }
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
 /// The replies of one group's jobs. A job whose every decision is final
@@ -393,5 +529,95 @@ impl Answers {
         for reply in self.replies.into_iter().flatten() {
             let _ = reply.send(Err(LedgerError::Unavailable(message.to_owned())));
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::store::EntryFilter;
+
+    fn debit(id: &str, amount: &str) -> Intent {
+        let body = serde_json::json!({
+            "usage_record_id": id, "account": "cust", "amount": amount, "unit": "USD"
+        });
+        Intent::usage_debit(body.as_object().unwrap().clone()).unwrap()
+    }
+
+    async fn entries(storage: &Storage) -> usize {
+        let filter = EntryFilter {
+            limit: 100,
+            ..EntryFilter::default()
+        };
+        storage.list_entries("t", &filter).await.unwrap().len()
+    }
+
+    /// A key found free before the writer and taken before its group: the
+    /// UNIQUE constraint refuses the second entry, and the retry, looking
+    /// the key up under the lock, answers a replay.
+    #[tokio::test]
+    async fn a_key_taken_after_the_look_up_is_replayed_not_posted_twice() {
+        let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+        let first = debit("u1", "1");
+        storage.commit_group("t", &[&first]).await.unwrap();
+
+        let again = debit("u1", "1");
+        let mut memory = WriterMemory::default();
+        let stale = storage
+            .commit_group_with("t", &[&again], &[true], &mut |_, _| {}, &mut memory)
+            .await;
+        assert!(
+            matches!(&stale, Err(LedgerError::Database(e)) if is_unique_violation(e)),
+            "{stale:?}"
+        );
+        assert_eq!(entries(&storage).await, 1);
+
+        let decisions = commit_with_retry(
+            &storage,
+            "t",
+            &[&again],
+            &[true],
+            &mut |_, _| {},
+            &mut memory,
+        )
+        .await
+        .unwrap();
+        assert!(
+            matches!(&decisions[..], [Decision::Replayed(e)] if e.seq == 1),
+            "{decisions:?}"
+        );
+        assert_eq!(entries(&storage).await, 1);
+    }
+
+    /// Replays and conflicts of committed entries are answered before the
+    /// writer; a request mixing them with a new intent goes to the writer.
+    #[tokio::test]
+    async fn committed_keys_are_answered_before_the_writer() {
+        let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+        let writers = Writers::new(storage.clone(), WriterConfig::default());
+        writers.decide("t", debit("u1", "1")).await.unwrap();
+        let replay = writers.decide("t", debit("u1", "1")).await.unwrap();
+        assert!(matches!(replay, Decision::Replayed(_)), "{replay:?}");
+        let conflict = writers.decide("t", debit("u1", "2")).await.unwrap();
+        assert!(
+            matches!(conflict, Decision::Conflict { .. }),
+            "{conflict:?}"
+        );
+        assert_eq!(
+            writers
+                .stats()
+                .answered_before_group
+                .load(Ordering::Relaxed),
+            2
+        );
+        let mixed = writers
+            .decide_all("t", vec![debit("u1", "1"), debit("u2", "1")])
+            .await
+            .unwrap();
+        assert!(matches!(mixed[0], Decision::Replayed(_)), "{mixed:?}");
+        assert!(matches!(mixed[1], Decision::Created(_)), "{mixed:?}");
+        assert_eq!(writers.stats().intents.load(Ordering::Relaxed), 3);
+        assert_eq!(entries(&storage).await, 2);
     }
 }

@@ -75,16 +75,23 @@ pub(crate) trait GroupTransaction: Send {
     fn commit(self) -> impl Future<Output = Result<(), LedgerError>> + Send;
 }
 
+/// The intents of one group (see [`super::Storage::commit_group_with`]).
+pub(crate) struct Group<'a> {
+    pub tenant: &'a str,
+    pub intents: &'a [&'a Intent],
+    /// Per intent (or empty): its key was found free just before.
+    pub absent: &'a [bool],
+}
+
 /// Runs one group; whatever fails, `memory` forgets everything (a failed
 /// commit may have happened or not).
 pub(crate) async fn run<T: GroupTransaction>(
     tx: T,
-    tenant: &str,
-    intents: &[&Intent],
+    group: Group<'_>,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
-    let result = run_group(tx, tenant, intents, final_now, memory).await;
+    let result = run_group(tx, group, final_now, memory).await;
     if result.is_err() {
         memory.forget();
     }
@@ -93,23 +100,30 @@ pub(crate) async fn run<T: GroupTransaction>(
 
 async fn run_group<T: GroupTransaction>(
     mut tx: T,
-    tenant: &str,
-    intents: &[&Intent],
+    group: Group<'_>,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
+    let Group {
+        tenant,
+        intents,
+        absent,
+    } = group;
     let t0 = std::time::Instant::now();
     let fence = tx.lock_head(tenant).await?;
     memory.check(fence);
     let head = fence.head;
     let t_lock = t0.elapsed();
 
-    // Keys of the intents themselves, and of the payments refunds name.
-    let own_key = |i: &&&Intent| i.kind != EntryKind::AccountSettings;
+    // Keys of the intents themselves (unless just found free), and of the
+    // payments refunds name.
     let mut keys: Vec<(EntryKind, &str)> = intents
         .iter()
-        .filter(own_key)
-        .map(|i| (i.kind, i.upstream_id.as_str()))
+        .enumerate()
+        .filter(|(n, i)| {
+            i.kind != EntryKind::AccountSettings && !absent.get(*n).copied().unwrap_or(false)
+        })
+        .map(|(_, i)| (i.kind, i.upstream_id.as_str()))
         .chain(intents.iter().filter_map(|i| match &i.action {
             Action::Refund { payment_id, .. } => Some((EntryKind::Payment, payment_id.as_str())),
             _ => None,

@@ -155,6 +155,7 @@ impl Storage {
         self.commit_group_with(
             tenant,
             intents,
+            &[],
             &mut |_, _| {},
             &mut WriterMemory::default(),
         )
@@ -166,19 +167,29 @@ impl Storage {
     /// replay of an entry committed by an earlier transaction. Its caller
     /// can answer it at once instead of waiting for the group's fsync.
     /// `memory` is what the tenant's writer remembers between its groups.
+    /// `absent[i]` says the key of `intents[i]` was looked up since the last
+    /// group and held no entry, so the group need not look it up again (if
+    /// it was taken meanwhile, the UNIQUE constraint fails the group, which
+    /// then must be run again with `absent` empty).
     pub async fn commit_group_with(
         &self,
         tenant: &str,
         intents: &[&Intent],
+        absent: &[bool],
         final_now: &mut (dyn FnMut(usize, &Decision) + Send),
         memory: &mut WriterMemory,
     ) -> Result<Vec<Decision>, LedgerError> {
+        let group = group::Group {
+            tenant,
+            intents,
+            absent,
+        };
         match self {
             Storage::Sqlite(s) => {
-                group::run(s.begin_group().await?, tenant, intents, final_now, memory).await
+                group::run(s.begin_group().await?, group, final_now, memory).await
             }
             Storage::Postgres(s) => {
-                group::run(s.begin_group().await?, tenant, intents, final_now, memory).await
+                group::run(s.begin_group().await?, group, final_now, memory).await
             }
         }
     }
@@ -215,6 +226,18 @@ impl Storage {
         match self {
             Storage::Sqlite(s) => s.entry_by_id(tenant, id).await,
             Storage::Postgres(s) => s.entry_by_id(tenant, id).await,
+        }
+    }
+
+    /// Entries holding one of `keys`, as committed now (no lock taken).
+    pub async fn entries_with_keys(
+        &self,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.entries_with_keys(tenant, keys).await,
+            Storage::Postgres(s) => s.entries_with_keys(tenant, keys).await,
         }
     }
 

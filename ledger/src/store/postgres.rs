@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use sqlx::postgres::{PgPoolOptions, PgRow};
-use sqlx::{PgPool, Postgres, QueryBuilder, Row, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection, Side};
 
 use super::group::GroupTransaction;
@@ -173,6 +173,17 @@ impl PostgresStore {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(entry).transpose()
+    }
+
+    /// Entries holding one of `keys`, read outside any group (committed
+    /// entries only).
+    pub async fn entries_with_keys(
+        &self,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        let mut conn = self.pool.acquire().await?;
+        keyed_entries(&mut conn, tenant, keys).await
     }
 
     pub async fn entry_by_key(
@@ -447,6 +458,37 @@ impl PostgresStore {
     }
 }
 
+/// Entries holding one of `keys`.
+async fn keyed_entries(
+    conn: &mut PgConnection,
+    tenant: &str,
+    keys: &[(EntryKind, &str)],
+) -> Result<Vec<StoredEntry>, LedgerError> {
+    // One probe of the UNIQUE (tenant_id, kind, upstream_id) index per
+    // key, written as a LATERAL join so that the prepared statement's
+    // generic plan cannot turn it into a scan of the tenant's entries:
+    // cost grows with the group, not with the log. Measured under load
+    // (docs/performance.md): `(kind, upstream_id) IN (SELECT * FROM
+    // UNNEST(..))` took 4.7 ms for ~30 keys; `kind = ANY AND upstream_id =
+    // ANY` planned a scan; `kind = $2 AND upstream_id = ANY($3)` took
+    // 460 ms for 1,000 keys. `OFFSET 0` keeps the subquery from being
+    // flattened into a plain join (which may be hashed against a scan).
+    let kinds: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+    let ids: Vec<&str> = keys.iter().map(|(_, id)| *id).collect();
+    let sql = format!(
+        "SELECT e.* FROM UNNEST($2::text[], $3::text[]) AS k(kind, upstream_id) \
+         CROSS JOIN LATERAL (SELECT {ENTRY_COLUMNS} FROM entries \
+           WHERE tenant_id = $1 AND kind = k.kind AND upstream_id = k.upstream_id OFFSET 0) e"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(tenant)
+        .bind(&kinds)
+        .bind(&ids)
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.iter().map(entry).collect()
+}
+
 pub(super) struct PgGroup {
     tx: Transaction<'static, Postgres>,
 }
@@ -481,29 +523,7 @@ impl GroupTransaction for PgGroup {
         tenant: &str,
         keys: &[(EntryKind, &str)],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        // One probe of the UNIQUE (tenant_id, kind, upstream_id) index per
-        // key, written as a LATERAL join so that the prepared statement's
-        // generic plan cannot turn it into a scan of the tenant's entries:
-        // cost grows with the group, not with the log. Measured under load
-        // (docs/performance.md): `(kind, upstream_id) IN (SELECT * FROM
-        // UNNEST(..))` took 4.7 ms for ~30 keys; `kind = ANY AND upstream_id =
-        // ANY` planned a scan; `kind = $2 AND upstream_id = ANY($3)` took
-        // 460 ms for 1,000 keys. `OFFSET 0` keeps the subquery from being
-        // flattened into a plain join (which may be hashed against a scan).
-        let kinds: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
-        let ids: Vec<&str> = keys.iter().map(|(_, id)| *id).collect();
-        let sql = format!(
-            "SELECT e.* FROM UNNEST($2::text[], $3::text[]) AS k(kind, upstream_id) \
-             CROSS JOIN LATERAL (SELECT {ENTRY_COLUMNS} FROM entries \
-               WHERE tenant_id = $1 AND kind = k.kind AND upstream_id = k.upstream_id OFFSET 0) e"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(tenant)
-            .bind(&kinds)
-            .bind(&ids)
-            .fetch_all(&mut *self.tx)
-            .await?;
-        rows.iter().map(entry).collect()
+        keyed_entries(&mut self.tx, tenant, keys).await
     }
 
     async fn balances_of(

@@ -10,7 +10,7 @@ use futures_util::TryStreamExt;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
-use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection, Side};
 
 use super::group::GroupTransaction;
@@ -125,6 +125,17 @@ impl SqliteStore {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(entry).transpose()
+    }
+
+    /// Entries holding one of `keys`, read outside any group (committed
+    /// entries only).
+    pub async fn entries_with_keys(
+        &self,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        let mut conn = self.pool.acquire().await?;
+        keyed_entries(&mut conn, tenant, keys).await
     }
 
     pub async fn entry_by_key(
@@ -500,7 +511,7 @@ async fn checkpoint_wal(pool: SqlitePool) {
 /// `kind` bound, the lookup walks the UNIQUE (tenant_id, kind, upstream_id)
 /// index instead of the table.
 async fn entries_in(
-    tx: &mut Transaction<'static, Sqlite>,
+    conn: &mut SqliteConnection,
     tenant: &str,
     kind: Option<EntryKind>,
     column: &'static str,
@@ -521,8 +532,30 @@ async fn entries_in(
             sep.push_bind(*value);
         }
         q.push(")");
-        for row in q.build().fetch_all(&mut **tx).await? {
+        for row in q.build().fetch_all(&mut *conn).await? {
             found.push(entry(&row)?);
+        }
+    }
+    Ok(found)
+}
+
+/// Entries holding one of `keys`: one query per kind with `kind = ?` bound,
+/// so SQLite walks the UNIQUE (tenant_id, kind, upstream_id) index instead
+/// of the table.
+async fn keyed_entries(
+    conn: &mut SqliteConnection,
+    tenant: &str,
+    keys: &[(EntryKind, &str)],
+) -> Result<Vec<StoredEntry>, LedgerError> {
+    let mut found = Vec::new();
+    for kind in EntryKind::ALL {
+        let ids: Vec<&str> = keys
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, id)| *id)
+            .collect();
+        if !ids.is_empty() {
+            found.extend(entries_in(conn, tenant, Some(kind), "upstream_id", &ids).await?);
         }
     }
     Ok(found)
@@ -618,22 +651,7 @@ impl GroupTransaction for SqliteGroup {
         tenant: &str,
         keys: &[(EntryKind, &str)],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        // One query per kind with `kind = ?` bound, so SQLite walks the
-        // UNIQUE (tenant_id, kind, upstream_id) index instead of the table.
-        let mut found = Vec::new();
-        for kind in EntryKind::ALL {
-            let ids: Vec<&str> = keys
-                .iter()
-                .filter(|(k, _)| *k == kind)
-                .map(|(_, id)| *id)
-                .collect();
-            if !ids.is_empty() {
-                found.extend(
-                    entries_in(&mut self.tx, tenant, Some(kind), "upstream_id", &ids).await?,
-                );
-            }
-        }
-        Ok(found)
+        keyed_entries(&mut self.tx, tenant, keys).await
     }
 
     async fn balances_of(
