@@ -9,7 +9,7 @@
 //! the optional wait for more intents (`linger`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -223,22 +223,29 @@ impl Writers {
             let (sender, receiver) = mpsc::unbounded_channel();
             let (to_writer, writer_queue) = mpsc::unbounded_channel();
             let pending = Arc::new(AtomicUsize::new(0));
+            let busy = Arc::new(AtomicBool::new(false));
             tokio::spawn(look_up(
                 self.storage.clone(),
                 tenant.to_owned(),
                 receiver,
                 to_writer,
-                pending.clone(),
-                self.config,
-                self.stats.clone(),
+                Stage {
+                    pending: pending.clone(),
+                    writer_busy: busy.clone(),
+                    config: self.config,
+                    stats: self.stats.clone(),
+                },
             ));
             tokio::spawn(run(
                 self.storage.clone(),
                 tenant.to_owned(),
                 writer_queue,
-                pending.clone(),
-                self.config,
-                self.stats.clone(),
+                Stage {
+                    pending: pending.clone(),
+                    writer_busy: busy,
+                    config: self.config,
+                    stats: self.stats.clone(),
+                },
             ));
             queues.insert(tenant.to_owned(), TenantQueue { sender, pending });
         }
@@ -256,15 +263,29 @@ impl Writers {
 /// the group does not look them up again (should one be taken meanwhile,
 /// the UNIQUE constraint fails the group and the writer runs it again
 /// looking every key up under the lock).
+/// What a tenant's look-up task and writer share.
+struct Stage {
+    /// Intents queued or being decided; bounded by `queue_capacity`.
+    pending: Arc<AtomicUsize>,
+    /// The writer is deciding a group.
+    writer_busy: Arc<AtomicBool>,
+    config: WriterConfig,
+    stats: Arc<WriterStats>,
+}
+
 async fn look_up(
     storage: Storage,
     tenant: String,
     mut rx: mpsc::UnboundedReceiver<Job>,
     writer: mpsc::UnboundedSender<Job>,
-    pending: Arc<AtomicUsize>,
-    config: WriterConfig,
-    stats: Arc<WriterStats>,
+    stage: Stage,
 ) {
+    let Stage {
+        pending,
+        writer_busy,
+        config,
+        stats,
+    } = stage;
     while let Some(first) = rx.recv().await {
         let mut size = first.intents.len();
         let mut jobs = vec![first];
@@ -272,6 +293,15 @@ async fn look_up(
             let Ok(job) = rx.try_recv() else { break };
             size += job.intents.len();
             jobs.push(job);
+        }
+        // An idle writer takes them at once and looks their keys up itself;
+        // a look-up here would only add a round trip. It pays while the
+        // writer is busy: then it runs beside the group being committed.
+        if !writer_busy.load(Ordering::Acquire) {
+            for job in jobs {
+                forward(&writer, job, &pending);
+            }
+            continue;
         }
         let mut keys: Vec<(EntryKind, &str)> = jobs
             .iter()
@@ -344,14 +374,13 @@ fn forward(writer: &mpsc::UnboundedSender<Job>, job: Job, pending: &AtomicUsize)
     }
 }
 
-async fn run(
-    storage: Storage,
-    tenant: String,
-    mut rx: mpsc::UnboundedReceiver<Job>,
-    pending: Arc<AtomicUsize>,
-    config: WriterConfig,
-    stats: Arc<WriterStats>,
-) {
+async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, stage: Stage) {
+    let Stage {
+        pending,
+        writer_busy,
+        config,
+        stats,
+    } = stage;
     // A job that did not fit into the previous group starts the next one.
     let mut carry: Option<Job> = None;
     let mut memory = WriterMemory::default();
@@ -363,6 +392,7 @@ async fn run(
                 None => return,
             },
         };
+        writer_busy.store(true, Ordering::Release);
         let mut size = first.intents.len();
         let mut jobs = vec![first];
         let deadline = Instant::now() + config.linger;
@@ -425,6 +455,8 @@ async fn run(
             "group decided"
         );
         pending.fetch_sub(size, Ordering::AcqRel);
+        // Before the answers go out, so a caller's next request sees it.
+        writer_busy.store(!(rx.is_empty() && carry.is_none()), Ordering::Release);
         match result {
             Ok(decisions) => answers.answer_the_rest(decisions),
             Err(e) => {
@@ -590,10 +622,95 @@ mod tests {
         assert_eq!(entries(&storage).await, 1);
     }
 
-    /// Replays and conflicts of committed entries are answered before the
-    /// writer; a request mixing them with a new intent goes to the writer.
+    /// Runs the look-up task over `requests` (the writer `busy` or not)
+    /// until they are all handled: their answers, what reached the writer,
+    /// and how many were answered before it.
+    async fn look_up_alone(
+        storage: &Storage,
+        busy: bool,
+        requests: Vec<Vec<Intent>>,
+    ) -> (Vec<Option<Vec<Decision>>>, Vec<Job>, u64) {
+        let (to_look_up, queue) = mpsc::unbounded_channel();
+        let (to_writer, mut writer_queue) = mpsc::unbounded_channel();
+        let stage = Stage {
+            pending: Arc::new(AtomicUsize::new(requests.iter().map(Vec::len).sum())),
+            writer_busy: Arc::new(AtomicBool::new(busy)),
+            config: WriterConfig::default(),
+            stats: Arc::default(),
+        };
+        let stats = stage.stats.clone();
+        let mut answers = Vec::new();
+        for intents in requests {
+            let (reply, answer) = oneshot::channel();
+            let job = Job {
+                intents,
+                absent: Vec::new(),
+                reply,
+            };
+            to_look_up.send(job).unwrap();
+            answers.push(answer);
+        }
+        drop(to_look_up);
+        look_up(storage.clone(), "t".to_owned(), queue, to_writer, stage).await;
+        let mut forwarded = Vec::new();
+        while let Some(job) = writer_queue.recv().await {
+            forwarded.push(job);
+        }
+        let mut answered = Vec::new();
+        for mut answer in answers {
+            answered.push(answer.try_recv().ok().map(Result::unwrap));
+        }
+        let before = stats.answered_before_group.load(Ordering::Relaxed);
+        (answered, forwarded, before)
+    }
+
+    /// While the writer is busy, replays and conflicts of committed entries
+    /// are answered before it; a request mixing them with a new intent goes
+    /// to the writer with only the free key marked. An idle writer gets
+    /// everything as it came.
     #[tokio::test]
-    async fn committed_keys_are_answered_before_the_writer() {
+    async fn committed_keys_are_answered_before_a_busy_writer() {
+        let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+        storage
+            .commit_group("t", &[&debit("u1", "1")])
+            .await
+            .unwrap();
+        let requests = || {
+            vec![
+                vec![debit("u1", "1")],
+                vec![debit("u1", "2")],
+                vec![debit("u1", "1"), debit("u2", "1")],
+            ]
+        };
+
+        let (answered, forwarded, before) = look_up_alone(&storage, true, requests()).await;
+        assert!(
+            matches!(answered[0].as_deref(), Some([Decision::Replayed(_)])),
+            "{answered:?}"
+        );
+        assert!(
+            matches!(answered[1].as_deref(), Some([Decision::Conflict { .. }])),
+            "{answered:?}"
+        );
+        assert!(
+            answered[2].is_none(),
+            "the mixed request waits for the writer"
+        );
+        assert_eq!(forwarded.len(), 1);
+        assert_eq!(forwarded[0].absent, vec![false, true]);
+        assert_eq!(before, 2);
+
+        let (answered, forwarded, before) = look_up_alone(&storage, false, requests()).await;
+        assert!(answered.iter().all(Option::is_none));
+        assert_eq!(forwarded.len(), 3);
+        assert!(forwarded.iter().all(|job| job.absent.is_empty()));
+        assert_eq!(before, 0);
+    }
+
+    /// Through the writers, sequential requests get the same answers
+    /// whichever path they take.
+    #[tokio::test]
+    async fn replays_and_conflicts_through_the_writers() {
         let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
         let writers = Writers::new(storage.clone(), WriterConfig::default());
         writers.decide("t", debit("u1", "1")).await.unwrap();
@@ -604,20 +721,18 @@ mod tests {
             matches!(conflict, Decision::Conflict { .. }),
             "{conflict:?}"
         );
-        assert_eq!(
-            writers
-                .stats()
-                .answered_before_group
-                .load(Ordering::Relaxed),
-            2
-        );
         let mixed = writers
             .decide_all("t", vec![debit("u1", "1"), debit("u2", "1")])
             .await
             .unwrap();
         assert!(matches!(mixed[0], Decision::Replayed(_)), "{mixed:?}");
         assert!(matches!(mixed[1], Decision::Created(_)), "{mixed:?}");
-        assert_eq!(writers.stats().intents.load(Ordering::Relaxed), 3);
+        let stats = writers.stats();
+        assert_eq!(
+            stats.intents.load(Ordering::Relaxed) as u64
+                + stats.answered_before_group.load(Ordering::Relaxed),
+            5
+        );
         assert_eq!(entries(&storage).await, 2);
     }
 }
