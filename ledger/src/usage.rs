@@ -7,12 +7,13 @@
 //! holds by construction. The SQL is in `store/usage.rs`; the design is in
 //! `docs/usage-summaries.md`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 
 use crate::amount::canonical;
 use crate::entry::{EntryStatus, StoredEntry};
@@ -75,56 +76,177 @@ impl UsageTotals {
     }
 }
 
-fn params_of(entry: &StoredEntry) -> Result<Map<String, Value>, LedgerError> {
-    serde_json::from_str(&entry.params)
-        .map_err(|_| LedgerError::Corrupt(format!("params of entry {} are not JSON", entry.id)))
+/// What the usage fold reads of an entry: the fold runs over whole
+/// entries (the projector, the export) and over the narrow rows a rebuild
+/// reads, through the same code.
+#[derive(Debug, Clone, Copy)]
+pub struct UsageSource<'a> {
+    pub id: &'a str,
+    pub kind: EntryKind,
+    pub status: EntryStatus,
+    pub account: &'a str,
+    pub unit: &'a str,
+    pub amount: Decimal,
+    pub recorded_at: DateTime<Utc>,
+    pub params: &'a str,
+}
+
+impl<'a> From<&'a StoredEntry> for UsageSource<'a> {
+    fn from(e: &'a StoredEntry) -> Self {
+        UsageSource {
+            id: &e.id,
+            kind: e.kind,
+            status: e.status,
+            account: &e.account,
+            unit: &e.unit,
+            amount: e.amount,
+            recorded_at: e.recorded_at,
+            params: &e.params,
+        }
+    }
+}
+
+/// The parameters the fold reads. A parameter that is not a JSON string is
+/// treated as absent. Borrowed from the stored text when it has no escapes:
+/// a rebuild parses a million of these.
+#[derive(Debug, Default, Deserialize)]
+pub struct UsageParams<'a> {
+    #[serde(default, borrow, deserialize_with = "string_or_none")]
+    pub quantity: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "string_or_none")]
+    pub meter: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "string_or_none")]
+    pub occurred_at: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "string_or_none")]
+    pub entry_id: Option<Cow<'a, str>>,
+}
+
+fn params_of<'a>(source: &UsageSource<'a>) -> Result<UsageParams<'a>, LedgerError> {
+    serde_json::from_str(source.params)
+        .map_err(|_| LedgerError::Corrupt(format!("params of entry {} are not JSON", source.id)))
+}
+
+/// A JSON string as `Some`, any other value (skipped unparsed) as `None`.
+pub fn string_or_none<'de, D>(d: D) -> Result<Option<Cow<'de, str>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct StringOrNone;
+    impl<'de> serde::de::Visitor<'de> for StringOrNone {
+        type Value = Option<Cow<'de, str>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Borrowed(v)))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_owned())))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v)))
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut a: A,
+        ) -> Result<Self::Value, A::Error> {
+            while a.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        // Objects, and numbers (serde_json's arbitrary_precision hands
+        // those over as a one-key map).
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut a: A,
+        ) -> Result<Self::Value, A::Error> {
+            while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    d.deserialize_any(StringOrNone)
 }
 
 /// The key and totals a posted usage debit contributes; `None` for any
 /// other entry.
 pub fn usage_of(entry: &StoredEntry) -> Result<Option<(UsageKey, UsageTotals)>, LedgerError> {
-    if entry.kind != EntryKind::UsageDebit || entry.status != EntryStatus::Posted {
+    usage_of_source(&UsageSource::from(entry))
+}
+
+/// [`usage_of`] over the columns the fold reads.
+pub fn usage_of_source(
+    source: &UsageSource<'_>,
+) -> Result<Option<(UsageKey, UsageTotals)>, LedgerError> {
+    if source.kind != EntryKind::UsageDebit || source.status != EntryStatus::Posted {
         return Ok(None);
     }
-    let params = params_of(entry)?;
-    let text = |k: &str| params.get(k).and_then(Value::as_str);
-    let quantity = match text("quantity") {
+    usage_with_params(source, params_of(source)?).map(Some)
+}
+
+/// The usage of a posted usage debit whose parameters were already read
+/// (`source.params` is not looked at).
+pub fn usage_with_params(
+    source: &UsageSource<'_>,
+    params: UsageParams<'_>,
+) -> Result<(UsageKey, UsageTotals), LedgerError> {
+    let quantity = match params.quantity.as_deref() {
         None => Decimal::ZERO,
         Some(q) => crate::amount::parse_exact(q, false).map_err(|m| {
-            LedgerError::Corrupt(format!("quantity {q:?} of entry {} {m}", entry.id))
+            LedgerError::Corrupt(format!("quantity {q:?} of entry {} {m}", source.id))
         })?,
     };
     // Usage belongs to the day it happened (UTC) when the client said so,
     // else to the day it was recorded.
-    let day = text("occurred_at")
+    let day = params
+        .occurred_at
+        .as_deref()
         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
         .map(|t| t.with_timezone(&Utc).date_naive())
-        .unwrap_or_else(|| entry.recorded_at.date_naive());
-    Ok(Some((
+        .unwrap_or_else(|| source.recorded_at.date_naive());
+    Ok((
         UsageKey {
-            account: entry.account.clone(),
-            meter: text("meter").unwrap_or_default().to_owned(),
+            account: source.account.to_owned(),
+            meter: params.meter.unwrap_or_default().into_owned(),
             day,
-            unit: entry.unit.clone(),
+            unit: source.unit.to_owned(),
         },
         UsageTotals {
             quantity,
-            amount: entry.amount,
+            amount: source.amount,
             entries: 1,
         },
-    )))
+    ))
 }
 
 /// The entry a posted reversal names (its `entry_id` parameter), which must
 /// be looked up before the reversal can be folded. `None` for any other entry.
 pub fn reversal_target(entry: &StoredEntry) -> Result<Option<String>, LedgerError> {
-    if entry.kind != EntryKind::Reversal || entry.status != EntryStatus::Posted {
+    reversal_target_of(&UsageSource::from(entry))
+}
+
+/// [`reversal_target`] over the columns the fold reads.
+pub fn reversal_target_of(source: &UsageSource<'_>) -> Result<Option<String>, LedgerError> {
+    if source.kind != EntryKind::Reversal || source.status != EntryStatus::Posted {
         return Ok(None);
     }
-    Ok(params_of(entry)?
-        .get("entry_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned))
+    Ok(params_of(source)?.entry_id.map(Cow::into_owned))
 }
 
 /// Usage summaries folded from entries, in memory.
@@ -153,10 +275,23 @@ impl UsageFold {
         if entry.kind != EntryKind::Reversal || entry.status != EntryStatus::Posted {
             return Ok(());
         }
-        let Some(original) = original else {
-            return Ok(());
-        };
-        if original.tenant_id != entry.tenant_id || original.seq >= entry.seq {
+        match original {
+            Some(original) if original.tenant_id == entry.tenant_id => {
+                self.take_back(entry.seq, original)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Folds a posted reversal at `reversal_seq` of the same tenant as
+    /// `original`, the entry it names: the original's usage, if it is a
+    /// posted usage debit before the reversal, comes back out.
+    pub fn take_back(
+        &mut self,
+        reversal_seq: i64,
+        original: &StoredEntry,
+    ) -> Result<(), LedgerError> {
+        if original.seq >= reversal_seq {
             return Ok(());
         }
         if let Some((key, totals)) = usage_of(original)? {
@@ -171,6 +306,19 @@ impl UsageFold {
     pub fn add(&mut self, key: UsageKey, delta: &UsageTotals) -> Result<(), LedgerError> {
         let slot = self.totals.entry(key).or_default();
         *slot = slot.checked_add(delta)?;
+        Ok(())
+    }
+
+    /// Adds every key of `other` (a fold of another part of the log: the
+    /// totals are exact sums, so the split cannot change the result).
+    pub fn merge(&mut self, other: UsageFold) -> Result<(), LedgerError> {
+        if self.totals.is_empty() {
+            self.totals = other.totals;
+            return Ok(());
+        }
+        for (key, totals) in other.totals {
+            self.add(key, &totals)?;
+        }
         Ok(())
     }
 
@@ -311,6 +459,7 @@ pub async fn read_usage(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use serde_json::Value;
     use std::str::FromStr;
 
     fn entry(seq: i64, kind: EntryKind, account: &str, amount: &str, params: Value) -> StoredEntry {
@@ -412,6 +561,37 @@ mod tests {
         let months = summarise(&rows, Granularity::Month).unwrap();
         assert_eq!(months[0].period, "2026-11");
         assert_eq!(months[1].period, "2026-12");
+    }
+
+    /// The fold reads parameters as JSON strings; any other value counts as
+    /// absent, and escaped text is read unescaped.
+    #[test]
+    fn parameters_that_are_not_strings_count_as_absent() {
+        let e = entry(
+            1,
+            EntryKind::UsageDebit,
+            "c",
+            "1",
+            serde_json::json!({"meter": 5, "quantity": {"x": [1, "2"]}, "occurred_at": null}),
+        );
+        let (k, t) = usage_of(&e).unwrap().unwrap();
+        assert_eq!(k, key("", "2026-12-01"));
+        assert_eq!(t.quantity, Decimal::ZERO);
+        let e = entry(
+            2,
+            EntryKind::UsageDebit,
+            "c",
+            "1",
+            serde_json::json!({"meter": "a\"b\u{e9}", "quantity": "2.50"}),
+        );
+        let (k, t) = usage_of(&e).unwrap().unwrap();
+        assert_eq!(k.meter, "a\"b\u{e9}");
+        assert_eq!(t.quantity, d("2.5"));
+        let bad = StoredEntry {
+            params: "not json".into(),
+            ..e
+        };
+        assert!(matches!(usage_of(&bad), Err(LedgerError::Corrupt(_))));
     }
 
     #[test]

@@ -1,12 +1,132 @@
 //! `tally verify`: recompute every chain and fold, trust nothing stored.
 
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
 use crate::amount::canonical;
 use crate::chain::{entry_hash, Head, GENESIS_HASH};
+use crate::entry::StoredEntry;
 use crate::fingerprint::Fingerprint;
 use crate::fold::LogFold;
 use crate::state::{HoldStatus, StateKey, StateValue};
 use crate::store::{EntryFilter, Storage, LOG_PAGE};
 use crate::LedgerError;
+
+/// Pages of the log in seq order, read one page ahead of the checks. After
+/// the last full page, one unbounded read finds anything a gap hides.
+fn read_ahead(
+    storage: Storage,
+    tenant: String,
+) -> mpsc::Receiver<Result<Vec<StoredEntry>, LedgerError>> {
+    let (tx, rx) = mpsc::channel(2);
+    tokio::spawn(async move {
+        let mut after = 0;
+        loop {
+            let mut page = storage
+                .list_entries(&tenant, &EntryFilter::log_page(after, LOG_PAGE))
+                .await;
+            if matches!(&page, Ok(p) if (p.len() as i64) < LOG_PAGE) {
+                // Short: the end of the log, or a gap in it, which the
+                // checks must see and report.
+                let filter = EntryFilter {
+                    after_seq: after,
+                    limit: LOG_PAGE,
+                    ..EntryFilter::default()
+                };
+                page = storage.list_entries(&tenant, &filter).await;
+            }
+            let last = match &page {
+                Ok(p) => p.last().map(|e| e.seq),
+                Err(_) => None,
+            };
+            let full = matches!(&page, Ok(p) if (p.len() as i64) == LOG_PAGE);
+            if tx.send(page).await.is_err() {
+                return;
+            }
+            match last {
+                Some(seq) if full => after = seq,
+                _ => return,
+            }
+        }
+    });
+    rx
+}
+
+/// Checks seq continuity, `prev_hash`, fingerprint and hash of every entry
+/// of `page`, the first chaining from (`after_seq`, `chained_from`), in as
+/// many chunks at once as the machine has cores. Resolves to the first
+/// problem in seq order.
+fn check_hashes_in_parallel(
+    page: &Arc<Vec<StoredEntry>>,
+    after_seq: i64,
+    chained_from: [u8; 32],
+) -> impl std::future::Future<Output = Result<Option<(i64, String)>, LedgerError>> {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    let chunk = page.len().div_ceil(cores).max(1);
+    let tasks: Vec<_> = (0..page.len())
+        .step_by(chunk)
+        .map(|start| {
+            let page = Arc::clone(page);
+            tokio::task::spawn_blocking(move || {
+                let end = (start + chunk).min(page.len());
+                // Each chunk chains from the hash its predecessor stores;
+                // were that hash wrong, the predecessor's check, which comes
+                // first in seq order, reports it.
+                let (seq, hash) = match start.checked_sub(1).map(|i| &page[i]) {
+                    None => (after_seq, chained_from),
+                    Some(before) => match crate::chain::decode_hash(&before.hash) {
+                        Some(hash) => (before.seq, hash),
+                        None => return Some((before.seq, "hash is not hex".to_owned())),
+                    },
+                };
+                check_chain(&page[start..end], seq, hash)
+            })
+        })
+        .collect();
+    async move {
+        let mut first = None;
+        for task in tasks {
+            let found = task
+                .await
+                .map_err(|e| LedgerError::Unavailable(format!("a hash check stopped: {e}")))?;
+            if first.is_none() {
+                first = found;
+            }
+        }
+        Ok(first)
+    }
+}
+
+/// The chain checks of consecutive entries, the first chaining from
+/// (`seq`, `hash`): the first problem found, if any.
+fn check_chain(entries: &[StoredEntry], mut seq: i64, mut hash: [u8; 32]) -> Option<(i64, String)> {
+    for e in entries {
+        if e.seq != seq + 1 {
+            return Some((seq + 1, format!("missing; next stored seq is {}", e.seq)));
+        }
+        if e.prev_hash != hex::encode(hash) {
+            return Some((
+                e.seq,
+                "prev_hash does not match the previous entry's hash".into(),
+            ));
+        }
+        if Fingerprint::of_canonical(&e.params).to_string() != e.fingerprint {
+            return Some((
+                e.seq,
+                "fingerprint does not match the stored parameters".into(),
+            ));
+        }
+        let computed = entry_hash(&hash, e);
+        if hex::encode(computed) != e.hash {
+            return Some((e.seq, "hash does not match the entry's contents".into()));
+        }
+        (seq, hash) = (e.seq, computed);
+    }
+    None
+}
 
 /// What was checked for one tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,43 +176,19 @@ pub async fn verify_tenant(
         seq: 0,
         hash: GENESIS_HASH,
     };
-    loop {
-        let page = storage
-            .list_entries(
-                tenant,
-                &EntryFilter {
-                    after_seq: prev.seq,
-                    limit: LOG_PAGE,
-                    ..EntryFilter::default()
-                },
-            )
-            .await?;
-        for e in &page {
-            let at = Some(e.seq);
-            if e.seq != prev.seq + 1 {
-                return broken(
-                    Some(prev.seq + 1),
-                    format!("missing; next stored seq is {}", e.seq),
-                );
-            }
-            if e.prev_hash != hex::encode(prev.hash) {
-                return broken(
-                    at,
-                    "prev_hash does not match the previous entry's hash".into(),
-                );
-            }
-            if Fingerprint::of_canonical(&e.params).to_string() != e.fingerprint {
-                return broken(
-                    at,
-                    "fingerprint does not match the stored parameters".into(),
-                );
-            }
-            let hash = entry_hash(&prev.hash, e);
-            if hex::encode(hash) != e.hash {
-                return broken(at, "hash does not match the entry's contents".into());
-            }
+    // Pages are read ahead while the last one is checked; each page's
+    // hashes are checked in parallel chunks, since every entry stores the
+    // hash it chains from, while the fold, which must go in order, runs here.
+    let mut pages = read_ahead(storage.clone(), tenant.to_owned());
+    while let Some(page) = pages.recv().await {
+        let page = Arc::new(page?);
+        let chained_from = prev.hash;
+        let hashes = check_hashes_in_parallel(&page, prev.seq, chained_from);
+        let mut folded_to = None;
+        for e in page.iter() {
             if let Err(LedgerError::Corrupt(problem)) = log.apply(e) {
-                return broken(at, problem);
+                folded_to = Some((e.seq, problem));
+                break;
             }
             let posted = log
                 .balances
@@ -100,21 +196,36 @@ pub async fn verify_tenant(
                 .map(|b| b.posted())
                 .unwrap_or_default();
             if posted != e.balance_after {
-                return broken(
-                    at,
+                folded_to = Some((
+                    e.seq,
                     format!(
                         "balance_after is {} but the log folds to {}",
                         canonical(e.balance_after),
                         canonical(posted)
                     ),
-                );
+                ));
+                break;
             }
-            prev = Head { seq: e.seq, hash };
+        }
+        // The first problem in seq order wins; at one entry, the chain's.
+        match (hashes.await?, folded_to) {
+            (Some((seq, problem)), Some((fseq, _))) if seq <= fseq => {
+                return broken(Some(seq), problem)
+            }
+            (_, Some((seq, problem))) => return broken(Some(seq), problem),
+            (Some((seq, problem)), None) => return broken(Some(seq), problem),
+            (None, None) => {}
+        }
+        if let Some(last) = page.last() {
+            let hash = crate::chain::decode_hash(&last.hash).ok_or_else(|| {
+                LedgerError::Corrupt(format!("hash of seq {} is not hex", last.seq))
+            })?;
+            prev = Head {
+                seq: last.seq,
+                hash,
+            };
         }
         progress(prev.seq);
-        if (page.len() as i64) < LOG_PAGE {
-            break;
-        }
     }
     if prev != head {
         return broken(
@@ -231,7 +342,7 @@ pub async fn verify_usage(
             head.seq
         ));
     }
-    let fold = match storage.fold_usage(tenant, checkpoint, |_| {}).await {
+    let fold = match storage.fold_usage(tenant, checkpoint).await {
         Err(LedgerError::Corrupt(problem)) => return broken(problem),
         other => other?,
     };

@@ -112,13 +112,18 @@ pub async fn list_entries(
     let from = q.timestamp("from");
     let to = q.timestamp("to");
     q.finish()?;
-    let filter = EntryFilter {
-        account,
-        kind,
-        after_seq,
-        limit,
-        from,
-        to,
+    let filter = if account.is_none() && kind.is_none() && from.is_none() && to.is_none() {
+        EntryFilter::log_page(after_seq, limit)
+    } else {
+        EntryFilter {
+            account,
+            kind,
+            after_seq,
+            limit,
+            from,
+            to,
+            upto_seq: None,
+        }
     };
     let entries = app
         .writers

@@ -225,11 +225,7 @@ impl Exporter {
             .storage
             .list_entries(
                 &self.tenant,
-                &EntryFilter {
-                    after_seq: self.after,
-                    limit: self.page.min(self.range.to_seq - self.after),
-                    ..EntryFilter::default()
-                },
+                &EntryFilter::log_page(self.after, self.page.min(self.range.to_seq - self.after)),
             )
             .await?;
         let Some(last) = page.last() else {
