@@ -463,15 +463,14 @@ pub(crate) async fn join_folds<T>(
     Ok(out)
 }
 
-/// The rebuild's inner loop: the posted amounts moved from `debit` to
-/// `credit` in `unit`, as the database aggregated them (comma-separated
-/// canonical decimal text), added exactly and posted to both sides.
+/// The rebuild's inner loop: one side of one account, its posted amounts as
+/// the database aggregated them (comma-separated canonical decimal text).
 /// Returns how many amounts were folded.
-pub(crate) fn fold_pair(
+pub(crate) fn fold_side(
     projection: &mut BalanceProjection,
-    debit: &str,
-    credit: &str,
+    account: &str,
     unit: &str,
+    side: tally_projections::Side,
     amounts: &str,
 ) -> Result<u64, LedgerError> {
     let mut total = rust_decimal::Decimal::ZERO;
@@ -483,30 +482,13 @@ pub(crate) fn fold_pair(
             .map_err(|_| LedgerError::Corrupt(format!("amount {text:?}")))?;
         total = total
             .checked_add(amount)
-            .ok_or_else(|| LedgerError::Corrupt(format!("balance of {debit} overflows")))?;
+            .ok_or_else(|| LedgerError::Corrupt(format!("balance of {account} overflows")))?;
         n += 1;
     }
-    post_pair(projection, debit, credit, unit, total)?;
+    projection
+        .add(account, unit, side, total)
+        .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))?;
     Ok(n)
-}
-
-/// Posts `total` to the debits of `debit` and the credits of `credit`.
-pub(crate) fn post_pair(
-    projection: &mut BalanceProjection,
-    debit: &str,
-    credit: &str,
-    unit: &str,
-    total: rust_decimal::Decimal,
-) -> Result<(), LedgerError> {
-    for (account, side) in [
-        (debit, tally_projections::Side::Debit),
-        (credit, tally_projections::Side::Credit),
-    ] {
-        projection
-            .add(account, unit, side, total)
-            .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))?;
-    }
-    Ok(())
 }
 
 /// SQL selecting, in seq order, the posted entries whose effect on balances

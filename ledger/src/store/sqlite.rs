@@ -11,12 +11,12 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
-use tally_projections::{AccountBalance, BalanceProjection};
+use tally_projections::{AccountBalance, BalanceProjection, Side};
 
 use super::group::GroupTransaction;
 use super::memory::Fence;
 use super::{
-    decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, fold_pair,
+    decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, fold_side,
     hold_rows_sql, join_folds, merge_postings, rebuild_ranges, AccountRange, BalanceRow,
     EntryFilter,
 };
@@ -346,43 +346,41 @@ impl SqliteStore {
             .bind(tenant)
             .execute(&mut *group.tx)
             .await?;
-        // The database groups the posted amounts by the pair of accounts
-        // they move between (one scan serves both sides); Rust parses and
-        // adds every amount exactly, once, and posts the total to both
-        // sides. Far fewer rows cross the driver than one per entry
-        // (measured in docs/performance.md). Each seq range is read on its
-        // own connection, in parallel (WAL readers do not wait for the write
-        // lock this transaction holds; entries up to the locked head are
-        // committed and immutable).
+        // The database groups each side's posted amounts per account; Rust
+        // parses and adds every amount exactly. Far fewer rows cross the
+        // driver than one per entry (measured in docs/performance.md). Each
+        // side of each seq range is read on its own connection, in parallel
+        // (WAL readers do not wait for the write lock this transaction
+        // holds; entries up to the locked head are committed and immutable).
         let mut log = LogFold::new();
-        let sql = format!(
-            "SELECT debit_account, credit_account, unit, group_concat(amount) FROM entries \
-             WHERE tenant_id = ? AND seq > ? AND seq <= ? AND status = 'posted' \
-             AND kind NOT IN {} GROUP BY debit_account, credit_account, unit",
-            crate::fold::NON_MONEY_KINDS_SQL
-        );
         let mut tasks = Vec::new();
-        for (from, to) in rebuild_ranges(head.seq) {
-            let (pool, sql, tenant) = (self.pool.clone(), sql.clone(), tenant.to_owned());
-            tasks.push(tokio::spawn(async move {
-                let mut part = BalanceProjection::new();
-                let mut folded = 0u64;
-                let mut rows = sqlx::query(&sql)
-                    .bind(&tenant)
-                    .bind(from)
-                    .bind(to)
-                    .fetch(&pool);
-                while let Some(r) = rows.try_next().await? {
-                    folded += fold_pair(
-                        &mut part,
-                        r.try_get(0)?,
-                        r.try_get(1)?,
-                        r.try_get(2)?,
-                        r.try_get(3)?,
-                    )?;
-                }
-                Ok((part, folded))
-            }));
+        for (column, side) in [
+            ("debit_account", Side::Debit),
+            ("credit_account", Side::Credit),
+        ] {
+            let sql = format!("SELECT {side}, unit, group_concat(amount) FROM entries WHERE tenant_id = ? AND seq > ? AND seq <= ? AND status = 'posted' AND kind NOT IN {non_money} GROUP BY {side}, unit", side = column, non_money = crate::fold::NON_MONEY_KINDS_SQL);
+            for (from, to) in rebuild_ranges(head.seq) {
+                let (pool, sql, tenant) = (self.pool.clone(), sql.clone(), tenant.to_owned());
+                tasks.push(tokio::spawn(async move {
+                    let mut part = BalanceProjection::new();
+                    let mut folded = 0u64;
+                    let mut rows = sqlx::query(&sql)
+                        .bind(&tenant)
+                        .bind(from)
+                        .bind(to)
+                        .fetch(&pool);
+                    while let Some(r) = rows.try_next().await? {
+                        folded += fold_side(
+                            &mut part,
+                            r.try_get(0)?,
+                            r.try_get(1)?,
+                            side,
+                            r.try_get(2)?,
+                        )?;
+                    }
+                    Ok((part, folded))
+                }));
+            }
         }
         let mut folded = 0u64;
         for (part, n) in join_folds(tasks).await? {
