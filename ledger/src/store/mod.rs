@@ -463,34 +463,6 @@ pub(crate) async fn join_folds<T>(
     Ok(out)
 }
 
-/// The rebuild's inner loop: one side of one account, its posted amounts as
-/// the database aggregated them (comma-separated canonical decimal text).
-/// Returns how many amounts were folded.
-pub(crate) fn fold_side(
-    projection: &mut BalanceProjection,
-    account: &str,
-    unit: &str,
-    side: tally_projections::Side,
-    amounts: &str,
-) -> Result<u64, LedgerError> {
-    let mut total = rust_decimal::Decimal::ZERO;
-    let mut n = 0;
-    for text in amounts.split(',') {
-        // Stored amounts are canonical decimal text, which from_str_exact
-        // reads exactly (it refuses rather than rounds).
-        let amount = rust_decimal::Decimal::from_str_exact(text)
-            .map_err(|_| LedgerError::Corrupt(format!("amount {text:?}")))?;
-        total = total
-            .checked_add(amount)
-            .ok_or_else(|| LedgerError::Corrupt(format!("balance of {account} overflows")))?;
-        n += 1;
-    }
-    projection
-        .add(account, unit, side, total)
-        .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))?;
-    Ok(n)
-}
-
 /// SQL selecting, in seq order, the posted entries whose effect on balances
 /// is not a plain posting; rows are folded by [`fold_hold_row`]. `$1`/`?` is
 /// the tenant.
