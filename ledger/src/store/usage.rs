@@ -107,7 +107,7 @@ const USAGE_SOURCES: &str =
      WHERE status = 'posted' AND kind IN ('usage_debit', 'reversal') AND";
 
 /// Seq window SQLite packs into one JSON array for the usage fold.
-const SQLITE_USAGE_WINDOW: i64 = 4096;
+const SQLITE_USAGE_WINDOW: i64 = 16384;
 
 /// The rows of [`USAGE_SOURCES`] in one seq window, packed. `->` yields the
 /// parameter as JSON (absent: null), so the fold sees a number as a number,
