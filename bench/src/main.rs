@@ -316,11 +316,8 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
             continue;
         }
         // Each scenario starts once the usage projector has folded what
-        // the previous one wrote; otherwise its catch-up runs during the
-        // next scenario. On SQLite, where it shares the one write lock, the
-        // hot-account scenario right after the batches came out at 0.81×
-        // and 0.83× of single @64 in two full runs without this wait, and
-        // at 1.08× with it (docs/performance.md, session 4).
+        // the previous one wrote; otherwise its catch-up would run during
+        // the next scenario and be counted against it.
         let settling = std::time::Instant::now();
         if !wait_for_usage_projection(&target, Duration::from_secs(120)).await? {
             eprintln!("  (usage projector still behind after 120 s: {name} includes its work)");
