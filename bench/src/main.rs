@@ -121,7 +121,7 @@ async fn tally_cmd(tally: &PathBuf, args: &[&str], url: &str) -> anyhow::Result<
 fn single(body: Value) -> Request {
     Request {
         path: "/v1/usage-debits",
-        body: body.to_string().into_bytes(),
+        body: body.to_string().into(),
         rows: 1,
     }
 }
@@ -131,7 +131,7 @@ fn batch(bodies: impl Iterator<Item = Value>) -> Request {
     let rows = ops.len() as u64;
     Request {
         path: "/v1/batch",
-        body: json!({ "operations": ops }).to_string().into_bytes(),
+        body: json!({ "operations": ops }).to_string().into(),
         rows,
     }
 }
@@ -151,12 +151,13 @@ async fn preload(target: &Target, n: u64) -> anyhow::Result<f64> {
         .map(|c| {
             let target = target.clone();
             tokio::spawn(async move {
+                let mut conn = target.connect().await?;
                 let mut b = c;
                 while b < batches {
                     let from = b * per_batch;
                     let to = ((b + 1) * per_batch).min(n);
                     let req = batch((from..to).map(preload_debit));
-                    let status = target.send(&req).await?;
+                    let status = target.send(&mut conn, &req).await?;
                     if status != 200 {
                         bail!("preload batch answered {status}");
                     }

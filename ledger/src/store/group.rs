@@ -131,7 +131,12 @@ async fn run_group<T: GroupTransaction>(
         .collect();
     keys.sort_unstable();
     keys.dedup();
-    let existing = tx.entries_with_keys(tenant, &keys).await?;
+    // Usually every key was looked up just before the group: no query then.
+    let existing = if keys.is_empty() {
+        Vec::new()
+    } else {
+        tx.entries_with_keys(tenant, &keys).await?
+    };
     // The broken demo build forgets every existing key (docs/reliability.md).
     #[cfg(feature = "fault-demo-skip-key-check")]
     let existing: Vec<StoredEntry> = {
