@@ -410,6 +410,29 @@ pub const DEFAULT_POOL_SIZE: u32 = 16;
 /// Rows of the log are read in pages of this size by folds and verification.
 pub const LOG_PAGE: i64 = 10_000;
 
+/// A pooled connection idle longer than this is pinged when checked out.
+const PING_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Pool options of both engines. sqlx pings every connection it hands out
+/// by default: one more round trip before each group and each look-up,
+/// and it already pings every connection it takes back. Only a connection
+/// that sat idle (where a restarted database or a dropped socket goes
+/// unnoticed) is pinged on checkout; one that breaks in use fails its
+/// query, which the writer retries, and is discarded when it comes back.
+pub(crate) fn pool_options<DB: sqlx::Database>(size: u32) -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::<DB>::new()
+        .max_connections(size)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > PING_IDLE_AFTER {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// Seq ranges the rebuild aggregates at a time, so no aggregated string
 /// grows with the whole log.
 /// The rebuild folds the log in this many seq ranges at once, one

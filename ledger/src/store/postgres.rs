@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
-use sqlx::postgres::{PgPoolOptions, PgRow};
+use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection, Side};
 
@@ -111,8 +111,7 @@ fn range_branch<'a>(
 
 impl PostgresStore {
     pub async fn connect(url: &str, pool_size: u32) -> Result<Self, LedgerError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(pool_size)
+        let pool = super::pool_options::<Postgres>(pool_size)
             // A database that does not answer turns into a prompt 503, not a hang.
             .acquire_timeout(Duration::from_secs(5))
             .connect(url)
