@@ -159,9 +159,8 @@ pub struct SqliteStore {
     /// process (groups, the usage projector). SQLite has one write lock,
     /// and a connection that finds it taken polls with sleeps of 1, 2, 5,
     /// 10 … ms: a group arriving during the projector's 3 ms commit waited
-    /// 8 ms or more (the p99 of single posts at 64 clients). Queued on this
-    /// mutex, it starts the moment the lock is free. Other processes on the
-    /// same file still meet the busy timeout.
+    /// 8 ms or more. Queued on this mutex, it starts the moment the lock is
+    /// free. Other processes on the same file still meet the busy timeout.
     write_gate: Arc<tokio::sync::Mutex<()>>,
 }
 
