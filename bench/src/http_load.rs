@@ -107,20 +107,17 @@ where
             while Instant::now() < deadline {
                 let req = make(&mut rng);
                 let t0 = Instant::now();
-                let status = match conn.take() {
-                    Some(c) => Ok(c),
-                    None => target.connect().await,
-                };
-                let status = match status {
-                    Ok(mut c) => {
-                        let status = target.send(&mut c, &req).await;
-                        if status.is_ok() {
-                            conn = Some(c);
-                        }
-                        status
-                    }
-                    Err(e) => Err(e),
-                };
+                // A connection that failed is dropped; the next request opens another.
+                let status = async {
+                    let mut c = match conn.take() {
+                        Some(c) => c,
+                        None => target.connect().await?,
+                    };
+                    let status = target.send(&mut c, &req).await?;
+                    conn = Some(c);
+                    anyhow::Ok(status)
+                }
+                .await;
                 match status {
                     Ok(200 | 201) => stats.rows += req.rows,
                     _ => stats.errors += 1,

@@ -318,12 +318,7 @@ async fn look_up(
                 continue;
             }
         };
-        // The broken demo build forgets every existing key (docs/reliability.md).
-        #[cfg(feature = "fault-demo-skip-key-check")]
-        let found: Vec<StoredEntry> = {
-            drop(found);
-            Vec::new()
-        };
+        let found = crate::store::found_entries(found);
         let by_key: HashMap<(EntryKind, &str), &StoredEntry> = found
             .iter()
             .map(|e| ((e.kind, e.upstream_id.as_str()), e))
@@ -614,8 +609,9 @@ mod tests {
         assert_eq!(entries(&storage).await, 1);
     }
 
-    /// Runs the look-up task over `requests` until they are all handled: their answers, what reached the writer,
-    /// and how many were answered before it.
+    /// Runs the look-up task over `requests` until they are all handled:
+    /// their answers, what reached the writer, and how many were answered
+    /// before it.
     async fn look_up_alone(
         storage: &Storage,
         requests: Vec<Vec<Intent>>,

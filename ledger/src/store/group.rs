@@ -83,6 +83,19 @@ pub(crate) struct Group<'a> {
     pub absent: &'a [bool],
 }
 
+/// Entries found holding keys, as every key check (the look-up before the
+/// writer and the group's own) uses them. The broken demo build forgets
+/// them all (docs/reliability.md).
+pub(crate) fn found_entries(found: Vec<StoredEntry>) -> Vec<StoredEntry> {
+    #[cfg(feature = "fault-demo-skip-key-check")]
+    {
+        drop(found);
+        Vec::new()
+    }
+    #[cfg(not(feature = "fault-demo-skip-key-check"))]
+    found
+}
+
 /// Runs one group; whatever fails, `memory` forgets everything (a failed
 /// commit may have happened or not).
 pub(crate) async fn run<T: GroupTransaction>(
@@ -137,12 +150,7 @@ async fn run_group<T: GroupTransaction>(
     } else {
         tx.entries_with_keys(tenant, &keys).await?
     };
-    // The broken demo build forgets every existing key (docs/reliability.md).
-    #[cfg(feature = "fault-demo-skip-key-check")]
-    let existing: Vec<StoredEntry> = {
-        drop(existing);
-        Vec::new()
-    };
+    let existing = found_entries(existing);
     let t_keys = t0.elapsed();
 
     let mut state = GroupState::new(tenant, head);

@@ -23,6 +23,7 @@ use crate::keys::ApiKey;
 use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
+pub(crate) use group::found_entries;
 pub use memory::{WriterMemory, MEMORY_LIMIT};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;

@@ -357,11 +357,11 @@ impl Storage {
     pub async fn project_usage_to_head(&self, tenant: &str) -> Result<i64, LedgerError> {
         let head = self.head(tenant).await?.seq;
         let mut checkpoint = self.usage_checkpoint(tenant).await?;
+        let page = match self {
+            Storage::Sqlite(_) => SQLITE_USAGE_PAGE,
+            Storage::Postgres(_) => USAGE_PAGE,
+        };
         while checkpoint < head {
-            let page = match self {
-                Storage::Sqlite(_) => SQLITE_USAGE_PAGE,
-                Storage::Postgres(_) => USAGE_PAGE,
-            };
             let next = self.project_usage(tenant, page).await?;
             if next == checkpoint {
                 // The log ends before the head we read: nothing to fold.
