@@ -17,6 +17,7 @@ engine_tests!(
     metrics_report_expired_holds_and_projection_lag,
     json_logs_carry_request_ids_and_no_secrets,
     text_logs_carry_request_ids,
+    idle_tenant_writers_stop_and_come_back,
 );
 
 /// One sample line: name, labels, value.
@@ -453,6 +454,46 @@ async fn metrics_report_expired_holds_and_projection_lag(engine: Engine) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A tenant's writer idle for `--writer-idle-ms` stops (the gauge of
+/// tenants with a writer falls, the counter of stopped writers rises); the
+/// tenant's next requests start another, which replays and posts as before.
+async fn idle_tenant_writers_stop_and_come_back(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let acme = ledger.key("acme", "post,read").await;
+    let globex = ledger.key("globex", "post,read").await;
+    let server = ledger.server_with(&["--writer-idle-ms", "100"]).await;
+    for key in [&acme, &globex] {
+        let r = server
+            .post("/v1/usage-debits", key, &debit("u1", "cust", "1"))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let m = loop {
+        let m = scrape(&server).await;
+        if m.get("tally_writer_tenants", &[]) == 0.0 {
+            break m;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "idle writers did not stop"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(m.get("tally_writer_idle_stopped_total", &[]), 2.0);
+
+    let replay = server
+        .post("/v1/usage-debits", &acme, &debit("u1", "cust", "1"))
+        .await;
+    assert_eq!(replay.status, 200, "{replay:?}");
+    let second = server
+        .post("/v1/usage-debits", &acme, &debit("u2", "cust", "1"))
+        .await;
+    assert_eq!(second.status, 201, "{second:?}");
+    assert_eq!(second.json()["seq"], 2, "{:?}", second.json());
+    assert_eq!(scrape(&server).await.get("tally_writer_tenants", &[]), 1.0);
 }
 
 /// A signing key seed only this test knows (any 32 bytes are a seed).

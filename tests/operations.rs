@@ -205,6 +205,7 @@ async fn every_setting_is_listed_by_help_with_its_env_var_and_default() {
         ("--max-group", "TALLY_MAX_GROUP", Some("1000")),
         ("--queue-capacity", "TALLY_QUEUE_CAPACITY", Some("10000")),
         ("--linger-ms", "TALLY_LINGER_MS", Some("0")),
+        ("--writer-idle-ms", "TALLY_WRITER_IDLE_MS", Some("60000")),
         ("--pool-size", "TALLY_POOL_SIZE", Some("16")),
         ("--hold-sweep-ms", "TALLY_HOLD_SWEEP_MS", Some("1000")),
         (

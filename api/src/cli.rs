@@ -85,6 +85,11 @@ pub struct ServeArgs {
     #[arg(long, env = "TALLY_LINGER_MS", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=1_000))]
     pub linger_ms: u64,
+    /// Milliseconds a tenant's writer waits for work before it stops (and
+    /// forgets the balances it remembered); the next request starts another.
+    #[arg(long, env = "TALLY_WRITER_IDLE_MS", default_value_t = 60_000,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub writer_idle_ms: u64,
     /// Database connections per process.
     #[arg(long, env = "TALLY_POOL_SIZE", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=1_000))]

@@ -184,6 +184,7 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             max_group: args.max_group as usize,
             queue_capacity: args.queue_capacity as usize,
             linger: std::time::Duration::from_millis(args.linger_ms),
+            idle_after: std::time::Duration::from_millis(args.writer_idle_ms),
         },
     )
     .with_signer(signer)

@@ -404,6 +404,16 @@ impl Metrics {
         );
         out.sample("tally_writer_tenants", &[], depth.tenants);
         out.family(
+            "tally_writer_idle_stopped_total",
+            "counter",
+            "Tenant writers stopped after --writer-idle-ms without work (their remembered balances freed).",
+        );
+        out.sample(
+            "tally_writer_idle_stopped_total",
+            &[],
+            stats.idle_writers_stopped.load(Ordering::Relaxed),
+        );
+        out.family(
             "tally_expired_holds_released_total",
             "counter",
             "Expired holds this process released (hold_release entries written by the sweeper).",

@@ -5,12 +5,15 @@
 //! group, so the number of transactions grows far slower than the number of
 //! requests. Everything is bounded: intents waiting per tenant
 //! (`queue_capacity`, beyond which callers get [`LedgerError::Overloaded`] at
-//! once instead of memory growing), intents per transaction (`max_group`), and
-//! the optional wait for more intents (`linger`).
+//! once instead of memory growing), intents per transaction (`max_group`),
+//! the optional wait for more intents (`linger`), and the tenants with a
+//! writer: one idle for `idle_after` stops, and with it the balances it
+//! remembered, so memory follows the tenants that are active, not every
+//! tenant ever seen.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
@@ -32,6 +35,9 @@ pub struct WriterConfig {
     /// smaller than `max_group`. Zero (the default) commits at once: groups
     /// then form naturally from what arrived during the previous commit.
     pub linger: Duration,
+    /// A tenant's writer that received nothing for this long stops; the
+    /// tenant's next request starts a new one (with nothing remembered).
+    pub idle_after: Duration,
 }
 
 impl Default for WriterConfig {
@@ -40,9 +46,13 @@ impl Default for WriterConfig {
             max_group: 1_000,
             queue_capacity: 10_000,
             linger: Duration::ZERO,
+            idle_after: DEFAULT_IDLE_AFTER,
         }
     }
 }
+
+/// How long a tenant's writer waits for work before it stops.
+pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(60);
 
 /// Where the decisions of one job go.
 type Reply = oneshot::Sender<Result<Vec<Decision>, LedgerError>>;
@@ -79,6 +89,8 @@ pub struct WriterStats {
     /// Intents answered by the look-up before the writer (replays and
     /// conflicts of committed entries): they never entered a group.
     pub answered_before_group: AtomicU64,
+    /// Tenant writers stopped after `idle_after` without work.
+    pub idle_writers_stopped: AtomicU64,
 }
 
 /// Bounds of [`WriterStats::group_size`], in intents (`max_group` ≤ 10,000).
@@ -100,6 +112,7 @@ impl Default for WriterStats {
             commit_micros: Histogram::new(&COMMIT_MICROS_BOUNDS),
             expired_holds_released: AtomicU64::new(0),
             answered_before_group: AtomicU64::new(0),
+            idle_writers_stopped: AtomicU64::new(0),
         }
     }
 }
@@ -120,9 +133,14 @@ pub struct QueueDepth {
 pub struct Writers {
     storage: Storage,
     config: WriterConfig,
-    queues: Arc<Mutex<HashMap<String, TenantQueue>>>,
+    queues: Arc<Queues>,
     stats: Arc<WriterStats>,
 }
+
+/// The tenants with a writer in this process. Jobs are sent to a tenant's
+/// queue with this lock held, and a writer retires only with it held and its
+/// queue empty: no job can be sent to a writer that has gone.
+type Queues = Mutex<HashMap<String, TenantQueue>>;
 
 impl Writers {
     pub fn new(storage: Storage, config: WriterConfig) -> Self {
@@ -233,6 +251,7 @@ impl Writers {
                     config: self.config,
                     stats: self.stats.clone(),
                 },
+                Arc::downgrade(&self.queues),
             ));
             tokio::spawn(run(
                 self.storage.clone(),
@@ -274,13 +293,16 @@ async fn look_up(
     mut rx: mpsc::UnboundedReceiver<Job>,
     writer: mpsc::UnboundedSender<Job>,
     stage: Stage,
+    queues: Weak<Queues>,
 ) {
     let Stage {
         pending,
         config,
         stats,
     } = stage;
-    while let Some(first) = rx.recv().await {
+    // Returning drops `writer`: the writer task ends once it has answered
+    // what it holds, and the tenant's remembered balances with it.
+    while let Some(first) = next_job(&mut rx, &tenant, &pending, &stats, config, &queues).await {
         let mut size = first.intents.len();
         let mut jobs = vec![first];
         while size < config.max_group {
@@ -352,6 +374,47 @@ async fn look_up(
                 forward(&writer, job, &pending);
             }
         }
+    }
+}
+
+/// The next job of a tenant's look-up task; `None` once its channel closed
+/// or the tenant's writer retired after `idle_after` without work.
+async fn next_job(
+    rx: &mut mpsc::UnboundedReceiver<Job>,
+    tenant: &str,
+    pending: &Arc<AtomicUsize>,
+    stats: &WriterStats,
+    config: WriterConfig,
+    queues: &Weak<Queues>,
+) -> Option<Job> {
+    loop {
+        let Ok(job) = tokio::time::timeout(config.idle_after, rx.recv()).await else {
+            let Some(queues) = queues.upgrade() else {
+                continue;
+            };
+            let mut queues = queues.lock().unwrap_or_else(|p| p.into_inner());
+            // Jobs are sent with this lock held: whatever was sent before it
+            // was taken is in the channel now, and nothing more can be.
+            match rx.try_recv() {
+                Ok(job) => return Some(job),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) => {}
+            }
+            if pending.load(Ordering::Acquire) > 0 {
+                // The writer is still deciding what it was handed.
+                continue;
+            }
+            if queues
+                .get(tenant)
+                .is_some_and(|q| Arc::ptr_eq(&q.pending, pending))
+            {
+                queues.remove(tenant);
+            }
+            stats.idle_writers_stopped.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(tenant, "idle writer stopped");
+            return None;
+        };
+        return job;
     }
 }
 
@@ -556,6 +619,7 @@ impl Answers {
 mod tests {
     use super::*;
     use crate::store::EntryFilter;
+    use std::collections::HashSet;
 
     fn debit(id: &str, amount: &str) -> Intent {
         let body = serde_json::json!({
@@ -636,7 +700,15 @@ mod tests {
             answers.push(answer);
         }
         drop(to_look_up);
-        look_up(storage.clone(), "t".to_owned(), queue, to_writer, stage).await;
+        look_up(
+            storage.clone(),
+            "t".to_owned(),
+            queue,
+            to_writer,
+            stage,
+            Weak::new(),
+        )
+        .await;
         let mut forwarded = Vec::new();
         while let Some(job) = writer_queue.recv().await {
             forwarded.push(job);
@@ -716,5 +788,84 @@ mod tests {
         assert_eq!(stats.groups.load(Ordering::Relaxed), 2);
         assert_eq!(stats.answered_before_group.load(Ordering::Relaxed), 2);
         assert_eq!(entries(&storage).await, 2);
+    }
+
+    fn idle_after(ms: u64) -> WriterConfig {
+        WriterConfig {
+            idle_after: Duration::from_millis(ms),
+            ..WriterConfig::default()
+        }
+    }
+
+    /// A tenant's writer that has nothing to do stops, and takes what it
+    /// remembered with it; the tenant's next request starts a new one, which
+    /// finds the log as it was.
+    #[tokio::test]
+    async fn an_idle_writer_stops_and_the_next_request_starts_another() {
+        let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+        let writers = Writers::new(storage.clone(), idle_after(50));
+        writers.decide("t", debit("u1", "1")).await.unwrap();
+        assert_eq!(writers.queue_depth().tenants, 1);
+        let stopped = || writers.stats().idle_writers_stopped.load(Ordering::Relaxed);
+        let waited = Instant::now();
+        while writers.queue_depth().tenants > 0 {
+            assert!(
+                waited.elapsed() < Duration::from_secs(5),
+                "the idle writer never stopped"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(stopped(), 1);
+
+        let replay = writers.decide("t", debit("u1", "1")).await.unwrap();
+        assert!(
+            matches!(replay, Decision::Replayed(ref e) if e.seq == 1),
+            "{replay:?}"
+        );
+        let created = writers.decide("t", debit("u2", "1")).await.unwrap();
+        assert!(
+            matches!(created, Decision::Created(ref e) if e.seq == 2),
+            "{created:?}"
+        );
+        assert_eq!(writers.queue_depth().tenants, 1);
+        assert_eq!(entries(&storage).await, 2);
+    }
+
+    /// Requests arriving while their tenant's writer retires (it stops
+    /// after 1 ms without work, so it retires between most of them) are
+    /// every one answered, and each key is posted exactly once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn requests_racing_a_retiring_writer_are_all_answered() {
+        let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+        let writers = Writers::new(storage.clone(), idle_after(1));
+        let mut tasks = Vec::new();
+        for client in 0..4 {
+            let writers = writers.clone();
+            tasks.push(tokio::spawn(async move {
+                for n in 0..25u64 {
+                    let id = format!("c{client}-{n}");
+                    let created = writers.decide("t", debit(&id, "1")).await.unwrap();
+                    assert!(matches!(created, Decision::Created(_)), "{created:?}");
+                    let replay = writers.decide("t", debit(&id, "1")).await.unwrap();
+                    assert!(matches!(replay, Decision::Replayed(_)), "{replay:?}");
+                    tokio::time::sleep(Duration::from_micros(500 * (n % 5))).await;
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let filter = EntryFilter {
+            limit: 1_000,
+            ..EntryFilter::default()
+        };
+        let posted = storage.list_entries("t", &filter).await.unwrap();
+        assert_eq!(posted.len(), 100);
+        let keys: HashSet<&str> = posted.iter().map(|e| e.upstream_id.as_str()).collect();
+        assert_eq!(keys.len(), 100);
+        assert!(
+            writers.stats().idle_writers_stopped.load(Ordering::Relaxed) > 0,
+            "no writer retired during the run: the race was not exercised"
+        );
     }
 }
