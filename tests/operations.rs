@@ -24,6 +24,7 @@ engine_tests!(
     requests_beyond_max_in_flight_are_shed_but_probes_are_not,
     readyz_is_503_while_the_database_is_unreachable,
     readyz_turns_503_first_when_shutdown_begins,
+    a_deleted_key_stops_working_without_a_restart,
 );
 
 /// `tally serve` that is expected to stop by itself: (exit code, stdout, stderr).
@@ -206,6 +207,7 @@ async fn every_setting_is_listed_by_help_with_its_env_var_and_default() {
         ("--queue-capacity", "TALLY_QUEUE_CAPACITY", Some("10000")),
         ("--linger-ms", "TALLY_LINGER_MS", Some("0")),
         ("--writer-idle-ms", "TALLY_WRITER_IDLE_MS", Some("60000")),
+        ("--key-recheck-ms", "TALLY_KEY_RECHECK_MS", Some("10000")),
         ("--pool-size", "TALLY_POOL_SIZE", Some("16")),
         ("--hold-sweep-ms", "TALLY_HOLD_SWEEP_MS", Some("1000")),
         (
@@ -395,6 +397,42 @@ async fn a_config_file_configures_the_server_and_env_and_flags_override_it(engin
     );
     assert_eq!(late_request_status(&server, &key, "flag").await, 429);
     assert_eq!(ledger.count("entries").await, 31);
+}
+
+/// Revoking a key is deleting its row: the running server stops taking
+/// it once its cached copy is older than `--key-recheck-ms`, with no
+/// restart, while the tenant's other keys keep working.
+async fn a_deleted_key_stops_working_without_a_restart(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let revoked = ledger.key("acme", "post,read").await;
+    let kept = ledger.key("acme", "post,read").await;
+    let server = ledger.server_with(&["--key-recheck-ms", "200"]).await;
+    for key in [&revoked, &kept] {
+        assert_eq!(server.get("/v1/entries", key).await.status, 200);
+    }
+    let hash = tally_ledger::keys::hash_secret(&revoked);
+    ledger
+        .sql(&[&format!("DELETE FROM api_keys WHERE key_hash = '{hash}'")])
+        .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = server.get("/v1/entries", &revoked).await;
+        if r.status == 401 {
+            assert_eq!(r.code(), "unauthenticated", "{r:?}");
+            break;
+        }
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the deleted key still works"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.get("/v1/entries", &kept).await.status, 200);
+    let r = server
+        .post("/v1/usage-debits", &revoked, &debit("u1", "cust", "1"))
+        .await;
+    assert_eq!(r.status, 401, "{r:?}");
 }
 
 async fn a_key_over_its_rate_limit_gets_429_and_other_keys_do_not(engine: Engine) {

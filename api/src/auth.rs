@@ -1,9 +1,12 @@
-//! Bearer keys: only their sha256 is stored; a positive lookup is cached
-//! (keys are never revoked yet), a miss always asks the database so a key
-//! created a moment ago works at once.
+//! Bearer keys: only their sha256 is stored. A key found is cached for
+//! `--key-recheck-ms` (10 s), then asked for again, so a key deleted from
+//! `api_keys` (revoked) stops working on every instance within that time,
+//! without a restart; a miss always asks the database, so a key created a
+//! moment ago works at once.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use axum::extract::FromRequestParts;
 use axum::http::header;
@@ -14,27 +17,44 @@ use tally_ledger::store::Storage;
 use crate::problem::ApiError;
 use crate::server::AppState;
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct KeyCache {
-    known: Arc<RwLock<HashMap<String, ApiKey>>>,
+    /// Key hash → the key and when the database last confirmed it.
+    known: Arc<RwLock<HashMap<String, (ApiKey, Instant)>>>,
+    /// How long a key found in the database is trusted without asking
+    /// again: the longest a revoked key keeps working. One indexed read
+    /// per key and interval, whatever the request rate.
+    recheck_after: Duration,
 }
 
 impl KeyCache {
+    pub fn new(recheck_after: Duration) -> Self {
+        Self {
+            known: Arc::default(),
+            recheck_after,
+        }
+    }
+
     async fn lookup(&self, storage: &Storage, hash: &str) -> Result<Option<ApiKey>, ApiError> {
-        if let Some(key) = self
+        if let Some((key, checked)) = self
             .known
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(hash)
         {
-            return Ok(Some(key.clone()));
+            if checked.elapsed() < self.recheck_after {
+                return Ok(Some(key.clone()));
+            }
         }
         let found = storage.find_api_key(hash).await?;
-        if let Some(key) = &found {
-            self.known
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(hash.to_owned(), key.clone());
+        let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
+        match &found {
+            Some(key) => {
+                known.insert(hash.to_owned(), (key.clone(), Instant::now()));
+            }
+            None => {
+                known.remove(hash);
+            }
         }
         Ok(found)
     }

@@ -90,6 +90,11 @@ pub struct ServeArgs {
     #[arg(long, env = "TALLY_WRITER_IDLE_MS", default_value_t = 60_000,
           value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     pub writer_idle_ms: u64,
+    /// Milliseconds an API key found in the database is trusted before it
+    /// is looked up again: the longest a revoked (deleted) key keeps working.
+    #[arg(long, env = "TALLY_KEY_RECHECK_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub key_recheck_ms: u64,
     /// Database connections per process.
     #[arg(long, env = "TALLY_POOL_SIZE", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=1_000))]

@@ -188,6 +188,7 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
     )
     .with_signer(signer)
+    .with_key_recheck(Duration::from_millis(args.key_recheck_ms))
     .with_projector(projector)
     .with_limits(
         Limits::new(

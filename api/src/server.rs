@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::Router;
@@ -20,6 +21,10 @@ use crate::problem::ApiError;
 use crate::routes::{
     accounts, audit, balances, batch, entries, health, holds, intents, rules, usage,
 };
+
+/// How long an API key found in the database is trusted before it is
+/// looked up again (`--key-recheck-ms`).
+pub const DEFAULT_KEY_RECHECK: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
 pub struct AppState {
@@ -40,7 +45,7 @@ impl AppState {
     pub fn new(storage: Storage, writer: WriterConfig) -> Self {
         Self {
             writers: Writers::new(storage, writer),
-            keys: KeyCache::default(),
+            keys: KeyCache::new(DEFAULT_KEY_RECHECK),
             signer: None,
             limits: Arc::default(),
             lifecycle: Lifecycle::default(),
@@ -58,6 +63,13 @@ impl AppState {
     pub fn with_limits(mut self, limits: Limits, lifecycle: Lifecycle) -> Self {
         self.limits = Arc::new(limits);
         self.lifecycle = lifecycle;
+        self
+    }
+
+    /// The same state, asking the database again about a cached API key
+    /// after `recheck_after`.
+    pub fn with_key_recheck(mut self, recheck_after: Duration) -> Self {
+        self.keys = KeyCache::new(recheck_after);
         self
     }
 
