@@ -374,6 +374,26 @@ impl Metrics {
             &[],
             stats.answered_before_group.load(Ordering::Relaxed),
         );
+        out.family(
+            "tally_writer_groups_decided_ahead_total",
+            "counter",
+            "Groups decided from the writer's memory while the group before them was written (pipelining).",
+        );
+        out.sample(
+            "tally_writer_groups_decided_ahead_total",
+            &[],
+            stats.decided_ahead.load(Ordering::Relaxed),
+        );
+        out.family(
+            "tally_writer_groups_decided_ahead_redone_total",
+            "counter",
+            "Groups decided ahead whose write found the head moved or failed: decided again under the head lock, nothing of the first decision sent.",
+        );
+        out.sample(
+            "tally_writer_groups_decided_ahead_redone_total",
+            &[],
+            stats.decided_ahead_redone.load(Ordering::Relaxed),
+        );
         let depth = writers.queue_depth();
         out.family(
             "tally_writer_queued_intents",

@@ -89,6 +89,12 @@ pub struct WriterStats {
     /// Intents answered by the look-up before the writer (replays and
     /// conflicts of committed entries): they never entered a group.
     pub answered_before_group: AtomicU64,
+    /// Groups decided from the writer's memory while the group before them
+    /// was being written (pipelining), and written after it.
+    pub decided_ahead: AtomicU64,
+    /// Of those, groups whose write found the head moved (another process
+    /// appended) or failed, and that were decided again under the lock.
+    pub decided_ahead_redone: AtomicU64,
     /// Tenant writers stopped after `idle_after` without work.
     pub idle_writers_stopped: AtomicU64,
 }
@@ -112,6 +118,8 @@ impl Default for WriterStats {
             commit_micros: Histogram::new(&COMMIT_MICROS_BOUNDS),
             expired_holds_released: AtomicU64::new(0),
             answered_before_group: AtomicU64::new(0),
+            decided_ahead: AtomicU64::new(0),
+            decided_ahead_redone: AtomicU64::new(0),
             idle_writers_stopped: AtomicU64::new(0),
         }
     }
@@ -428,22 +436,72 @@ fn forward(writer: &mpsc::UnboundedSender<Job>, job: Job, pending: &AtomicUsize)
     }
 }
 
+/// A group whose decisions are made and whose write and commit run on
+/// their own task, while the writer decides the next group.
+struct InFlight {
+    write: tokio::task::JoinHandle<Result<(), LedgerError>>,
+    decisions: Vec<Decision>,
+    answers: Answers,
+    /// Kept to decide the group again should its write fail.
+    job_intents: Vec<Vec<Intent>>,
+    /// Decided from memory on top of the group before it.
+    ahead: bool,
+    size: usize,
+    started: Instant,
+}
+
+/// What the writer waits for.
+enum Next {
+    Job(Option<Job>),
+    Written(Result<Result<(), LedgerError>, tokio::task::JoinError>),
+}
+
 async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, stage: Stage) {
     let Stage {
         pending,
         config,
         stats,
     } = stage;
+    let finished = Finished {
+        storage: &storage,
+        tenant: &tenant,
+        pending: &pending,
+        stats: &stats,
+    };
     // A job that did not fit into the previous group starts the next one.
     let mut carry: Option<Job> = None;
     let mut memory = WriterMemory::default();
+    // The group being written, if any: the next one is decided meanwhile.
+    let mut in_flight: Option<InFlight> = None;
     loop {
         let first = match carry.take() {
             Some(job) => job,
-            None => match rx.recv().await {
-                Some(job) => job,
-                None => return,
-            },
+            None => {
+                let next = match in_flight.as_mut() {
+                    None => Next::Job(rx.recv().await),
+                    Some(f) => tokio::select! {
+                        biased;
+                        written = &mut f.write => Next::Written(written),
+                        job = rx.recv() => Next::Job(job),
+                    },
+                };
+                match next {
+                    Next::Job(Some(job)) => job,
+                    Next::Written(written) => {
+                        if let Some(f) = in_flight.take() {
+                            finished.answer(f, written, &mut memory).await;
+                        }
+                        continue;
+                    }
+                    Next::Job(None) => {
+                        if let Some(mut f) = in_flight.take() {
+                            let written = (&mut f.write).await;
+                            finished.answer(f, written, &mut memory).await;
+                        }
+                        return;
+                    }
+                }
+            }
         };
         let mut size = first.intents.len();
         let mut jobs = vec![first];
@@ -478,18 +536,131 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
             job_intents.push(job.intents);
             replies.push(job.reply);
         }
-        let intents: Vec<&Intent> = job_intents.iter().flatten().collect();
         let started = Instant::now();
         let mut answers = Answers::new(&job_intents, replies);
-        let result = commit_with_retry(
-            &storage,
-            &tenant,
-            &intents,
-            &absent,
-            &mut |i, d| answers.decided(i, d),
-            &mut memory,
-        )
-        .await;
+        let intents: Vec<&Intent> = job_intents.iter().flatten().collect();
+
+        // Pipelining: while the group before is written and committed, this
+        // one is decided from what the writer remembers of the state that
+        // group leaves behind. Its write waits for that commit and then
+        // writes only if the head is still where it was decided.
+        if let Some(mut before) = in_flight.take() {
+            let ahead = storage
+                .decide_ahead(&tenant, &intents, &absent, &mut memory)
+                .await;
+            let written = (&mut before.write).await;
+            let before_ok = finished.answer(before, written, &mut memory).await;
+            if let (true, Some((decisions, write))) = (before_ok, ahead) {
+                stats.decided_ahead.fetch_add(1, Ordering::Relaxed);
+                drop(intents);
+                in_flight = Some(InFlight {
+                    write: tokio::spawn(write),
+                    decisions,
+                    answers,
+                    job_intents,
+                    ahead: true,
+                    size,
+                    started,
+                });
+                continue;
+            }
+            // The group before failed (the memory is forgotten) or this one
+            // needs the database: it is decided under the head lock.
+        }
+        let decided = storage
+            .decide_group(
+                &tenant,
+                &intents,
+                &absent,
+                &mut |i, d| answers.decided(i, d),
+                &mut memory,
+            )
+            .await;
+        drop(intents);
+        let f = match decided {
+            Ok((decisions, write)) => InFlight {
+                write: tokio::spawn(write),
+                decisions,
+                answers,
+                job_intents,
+                ahead: false,
+                size,
+                started,
+            },
+            Err(e) => {
+                // Nothing was written; decided again below like a failed
+                // write.
+                InFlight {
+                    write: tokio::spawn(async move { Err(e) }),
+                    decisions: Vec::new(),
+                    answers,
+                    job_intents,
+                    ahead: false,
+                    size,
+                    started,
+                }
+            }
+        };
+        in_flight = Some(f);
+    }
+}
+
+/// Answers groups once their write is done.
+struct Finished<'a> {
+    storage: &'a Storage,
+    tenant: &'a str,
+    pending: &'a AtomicUsize,
+    stats: &'a WriterStats,
+}
+
+impl Finished<'_> {
+    /// Answers the group `f` whose write ended with `written`. A group
+    /// whose decision or write failed is run again under the head lock
+    /// (its first decisions are not sent): one decided ahead always (the
+    /// head may have moved under it, which its write refuses), any other
+    /// through the usual one retry ([`retry`]). Returns whether the first
+    /// write succeeded (the memory then holds the state after it);
+    /// otherwise the memory is forgotten.
+    async fn answer(
+        &self,
+        f: InFlight,
+        written: Result<Result<(), LedgerError>, tokio::task::JoinError>,
+        memory: &mut WriterMemory,
+    ) -> bool {
+        let InFlight {
+            decisions,
+            mut answers,
+            job_intents,
+            ahead,
+            size,
+            started,
+            ..
+        } = f;
+        let written = written.unwrap_or_else(|e| {
+            Err(LedgerError::Unavailable(format!(
+                "a group write stopped: {e}"
+            )))
+        });
+        let first_ok = written.is_ok();
+        let result = match written {
+            Ok(()) => Ok(decisions),
+            Err(e) => {
+                memory.forget();
+                let intents: Vec<&Intent> = job_intents.iter().flatten().collect();
+                let final_now = &mut |i: usize, d: &Decision| answers.decided(i, d);
+                if ahead {
+                    self.stats
+                        .decided_ahead_redone
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(tenant = %self.tenant, error = %e, "deciding a group decided ahead again");
+                    commit_with_retry(self.storage, self.tenant, &intents, &[], final_now, memory)
+                        .await
+                } else {
+                    retry(self.storage, self.tenant, &intents, e, final_now, memory).await
+                }
+            }
+        };
+        let stats = self.stats;
         stats.groups.fetch_add(1, Ordering::Relaxed);
         stats.intents.fetch_add(size, Ordering::Relaxed);
         stats.group_size.observe(size as u64);
@@ -500,20 +671,21 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
             stats.failed_groups.fetch_add(1, Ordering::Relaxed);
         }
         tracing::debug!(
-            tenant = %tenant,
+            tenant = %self.tenant,
             group = size,
             elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
             ok = result.is_ok(),
             "group decided"
         );
-        pending.fetch_sub(size, Ordering::AcqRel);
+        self.pending.fetch_sub(size, Ordering::AcqRel);
         match result {
             Ok(decisions) => answers.answer_the_rest(decisions),
             Err(e) => {
-                tracing::warn!(tenant = %tenant, group = size, error = %e, "group failed, nothing committed");
+                tracing::warn!(tenant = %self.tenant, group = size, error = %e, "group failed, nothing committed");
                 answers.fail_the_rest(&e.to_string());
             }
         }
+        first_ok
     }
 }
 
@@ -535,16 +707,33 @@ async fn commit_with_retry(
         .commit_group_with(tenant, intents, absent, final_now, memory)
         .await
     {
-        Err(LedgerError::Database(e)) if !matches!(e, sqlx::Error::PoolTimedOut) => {
+        Err(e) => retry(storage, tenant, intents, e, final_now, memory).await,
+        ok => ok,
+    }
+}
+
+/// The one retry of a group whose first run failed with `error` (see
+/// [`commit_with_retry`]); errors a retry cannot cure are returned as
+/// they are.
+async fn retry(
+    storage: &Storage,
+    tenant: &str,
+    intents: &[&Intent],
+    error: LedgerError,
+    final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+    memory: &mut WriterMemory,
+) -> Result<Vec<Decision>, LedgerError> {
+    match &error {
+        LedgerError::Database(e) if !matches!(e, sqlx::Error::PoolTimedOut) => {
             tracing::info!(tenant = %tenant, error = %e, "retrying group once");
-            if !is_unique_violation(&e) {
+            if !is_unique_violation(e) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             storage
                 .commit_group_with(tenant, intents, &[], final_now, memory)
                 .await
         }
-        other => other,
+        _ => Err(error),
     }
 }
 
@@ -615,7 +804,7 @@ impl Answers {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::store::EntryFilter;
@@ -788,6 +977,147 @@ mod tests {
         assert_eq!(stats.groups.load(Ordering::Relaxed), 2);
         assert_eq!(stats.answered_before_group.load(Ordering::Relaxed), 2);
         assert_eq!(entries(&storage).await, 2);
+    }
+
+    fn debit_of(id: &str, account: &str) -> Intent {
+        let body = serde_json::json!({
+            "usage_record_id": id, "account": account, "amount": "1", "unit": "USD"
+        });
+        Intent::usage_debit(body.as_object().unwrap().clone()).unwrap()
+    }
+
+    /// `clients` tasks per writer post `per_client` debits of 1 each, spread
+    /// over four accounts, all through `writers` (one per simulated process,
+    /// each with its own memory, on one database). Then the log verifies,
+    /// every key is posted once, and each account's debits add up.
+    async fn flood_and_check(
+        storage: &Storage,
+        writers: &[Writers],
+        clients: usize,
+        per_client: usize,
+    ) {
+        let mut tasks = Vec::new();
+        for (w, writers) in writers.iter().enumerate() {
+            for client in 0..clients {
+                let writers = writers.clone();
+                tasks.push(tokio::spawn(async move {
+                    for n in 0..per_client {
+                        let id = format!("w{w}-c{client}-{n}");
+                        let account = format!("cust{}", n % 4);
+                        let d = writers.decide("t", debit_of(&id, &account)).await.unwrap();
+                        assert!(matches!(d, Decision::Created(_)), "{d:?}");
+                    }
+                }));
+            }
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let total = writers.len() * clients * per_client;
+        let report = crate::verify::verify_tenant(storage, "t", |_| {})
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(report.entries, total as i64);
+        let filter = EntryFilter {
+            limit: 10_000,
+            ..EntryFilter::default()
+        };
+        let posted = storage.list_entries("t", &filter).await.unwrap();
+        let keys: HashSet<&str> = posted.iter().map(|e| e.upstream_id.as_str()).collect();
+        assert_eq!(keys.len(), total);
+        let balances = storage.stored_balances("t").await.unwrap();
+        for account in 0..4 {
+            let b = balances.get(&format!("cust{account}"), "USD").unwrap();
+            assert_eq!(
+                b.debits,
+                rust_decimal::Decimal::from(total / 4),
+                "cust{account}"
+            );
+        }
+    }
+
+    /// Under a flood, groups are decided from the writer's memory while the
+    /// group before them is written, and the ledger is exactly what one
+    /// group at a time would have written.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn groups_decided_ahead_leave_the_ledger_exact() {
+        let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+        let writers = Writers::new(storage.clone(), WriterConfig::default());
+        flood_and_check(&storage, std::slice::from_ref(&writers), 16, 40).await;
+        assert!(
+            writers.stats().decided_ahead.load(Ordering::Relaxed) > 0,
+            "no group was decided ahead"
+        );
+    }
+
+    /// Two writers of one tenant on one database (two processes): each
+    /// moves the head under the other's groups decided ahead, whose writes
+    /// then refuse to write and are decided again under the lock.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_head_moved_under_a_group_decided_ahead_is_decided_again() {
+        let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+        let writers = [
+            Writers::new(storage.clone(), WriterConfig::default()),
+            Writers::new(storage.clone(), WriterConfig::default()),
+        ];
+        flood_and_check(&storage, &writers, 8, 40).await;
+        let redone: u64 = writers
+            .iter()
+            .map(|w| w.stats().decided_ahead_redone.load(Ordering::Relaxed))
+            .sum();
+        assert!(redone > 0, "no group decided ahead found the head moved");
+    }
+
+    /// A group decided ahead writes nothing once the head is not where it
+    /// was decided: another process appended, or a rebuild rewrote the
+    /// balances (which moves no seq, only the generation).
+    #[tokio::test]
+    async fn a_group_decided_ahead_writes_nothing_if_the_head_moved() {
+        for moved_by_rebuild in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}", dir.path().join("t.db").display());
+            let storage = Storage::connect_with(&url, 4).await.unwrap();
+            let mut memory = WriterMemory::default();
+            storage
+                .commit_group_with("t", &[&debit("u1", "1")], &[], &mut |_, _| {}, &mut memory)
+                .await
+                .unwrap();
+            let next = debit("u2", "1");
+            let (decisions, write) = storage
+                .decide_ahead("t", &[&next], &[true], &mut memory)
+                .await
+                .expect("everything it needs is remembered");
+            assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == 2));
+            if moved_by_rebuild {
+                storage.rebuild_balances("t").await.unwrap();
+            } else {
+                storage
+                    .commit_group("t", &[&debit("other", "1")])
+                    .await
+                    .unwrap();
+            }
+            assert!(write.await.is_err(), "rebuild: {moved_by_rebuild}");
+            let posted: Vec<String> = storage
+                .list_entries(
+                    "t",
+                    &EntryFilter {
+                        limit: 10,
+                        ..EntryFilter::default()
+                    },
+                )
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.upstream_id)
+                .collect();
+            let expected: &[&str] = if moved_by_rebuild {
+                &["u1"]
+            } else {
+                &["u1", "other"]
+            };
+            assert_eq!(posted, expected);
+        }
     }
 
     fn idle_after(ms: u64) -> WriterConfig {

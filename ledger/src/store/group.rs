@@ -99,24 +99,190 @@ pub(crate) fn found_entries(found: Vec<StoredEntry>) -> Vec<StoredEntry> {
 /// Runs one group; whatever fails, `memory` forgets everything (a failed
 /// commit may have happened or not).
 pub(crate) async fn run<T: GroupTransaction>(
-    tx: T,
+    mut tx: T,
     group: Group<'_>,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
-    let result = run_group(tx, group, final_now, memory).await;
+    let result = async {
+        let decided = decide(&mut tx, group, final_now, memory).await?;
+        if let Some(write) = &decided.write {
+            write.apply(tx).await?;
+        }
+        Ok(decided.decisions)
+    }
+    .await;
     if result.is_err() {
         memory.forget();
     }
     result
 }
 
-async fn run_group<T: GroupTransaction>(
+/// What one group decided, owned, so that its write can run on its own
+/// while the writer decides the next group.
+pub(crate) struct Decided {
+    pub decisions: Vec<Decision>,
+    /// `None` when the group has nothing to write.
+    pub write: Option<GroupWrite>,
+    /// The head the group was decided on.
+    pub start: Fence,
+}
+
+/// The rows one group writes (see [`GroupTransaction::write_group`]).
+pub(crate) struct GroupWrite {
+    tenant: String,
+    entries: Vec<StoredEntry>,
+    balances: Vec<(String, String, AccountBalance)>,
+    records: Vec<StateRow>,
+    head: crate::chain::Head,
+}
+
+impl GroupWrite {
+    /// Writes the group and commits it.
+    pub(crate) async fn apply<T: GroupTransaction>(&self, mut tx: T) -> Result<(), LedgerError> {
+        let started = std::time::Instant::now();
+        let balances: Vec<(&str, &str, AccountBalance)> = self
+            .balances
+            .iter()
+            .map(|(a, u, b)| (a.as_str(), u.as_str(), b.clone()))
+            .collect();
+        tx.write_group(
+            &self.tenant,
+            &self.entries,
+            &balances,
+            &self.records,
+            &self.head,
+        )
+        .await?;
+        let written = started.elapsed();
+        tx.commit().await?;
+        tracing::debug!(
+            entries = self.entries.len(),
+            write_ms = written.as_secs_f64() * 1e3,
+            commit_ms = (started.elapsed() - written).as_secs_f64() * 1e3,
+            "group written"
+        );
+        Ok(())
+    }
+}
+
+/// Writes a group decided ahead from the writer's memory ([`ahead`]) on
+/// `tx`: only if the head is still the one it was decided on — the group
+/// before it committed and nobody else appended or rebuilt since — else
+/// nothing is written and the writer decides the group again.
+pub(crate) async fn write_ahead<T: GroupTransaction>(
     mut tx: T,
+    tenant: &str,
+    start: Fence,
+    write: Option<&GroupWrite>,
+) -> Result<(), LedgerError> {
+    let fence = tx.lock_head(tenant).await?;
+    if fence != start {
+        return Err(LedgerError::Unavailable(
+            "the head moved under a group decided ahead".to_owned(),
+        ));
+    }
+    match write {
+        Some(write) => write.apply(tx).await,
+        // Its refusals were decided on the state it checked just now.
+        None => tx.commit().await,
+    }
+}
+
+/// A read the writer's memory cannot answer, while deciding ahead.
+const NOT_REMEMBERED: &str = "not remembered";
+
+/// The transaction of a group decided ahead: the head is the one the
+/// writer's memory was left at (the end of the group still being written),
+/// and every read fails, so that only a group whose every key was found
+/// free and whose every balance and record is remembered is decided ahead.
+struct FromMemory {
+    fence: Fence,
+}
+
+impl GroupTransaction for FromMemory {
+    async fn lock_head(&mut self, _tenant: &str) -> Result<Fence, LedgerError> {
+        Ok(self.fence)
+    }
+
+    async fn entries_with_keys(
+        &mut self,
+        _tenant: &str,
+        _keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        Err(LedgerError::Unavailable(NOT_REMEMBERED.to_owned()))
+    }
+
+    async fn balances_of(
+        &mut self,
+        _tenant: &str,
+        _accounts: &[&str],
+    ) -> Result<Vec<(String, String, AccountBalance)>, LedgerError> {
+        Err(LedgerError::Unavailable(NOT_REMEMBERED.to_owned()))
+    }
+
+    async fn entries_by_ids(
+        &mut self,
+        _tenant: &str,
+        _ids: &[&str],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        Err(LedgerError::Unavailable(NOT_REMEMBERED.to_owned()))
+    }
+
+    async fn records_of(
+        &mut self,
+        _tenant: &str,
+        _keys: &[StateKey],
+    ) -> Result<Vec<(String, String, String)>, LedgerError> {
+        Err(LedgerError::Unavailable(NOT_REMEMBERED.to_owned()))
+    }
+
+    async fn write_balances(
+        &mut self,
+        _tenant: &str,
+        _rows: &[(&str, &str, AccountBalance)],
+    ) -> Result<(), LedgerError> {
+        Err(LedgerError::Unavailable(NOT_REMEMBERED.to_owned()))
+    }
+
+    async fn write_group(
+        &mut self,
+        _tenant: &str,
+        _entries: &[StoredEntry],
+        _balances: &[(&str, &str, AccountBalance)],
+        _records: &[StateRow],
+        _head: &crate::chain::Head,
+    ) -> Result<(), LedgerError> {
+        Err(LedgerError::Unavailable(NOT_REMEMBERED.to_owned()))
+    }
+
+    async fn commit(self) -> Result<(), LedgerError> {
+        Err(LedgerError::Unavailable(NOT_REMEMBERED.to_owned()))
+    }
+}
+
+/// Decides `group` on top of the group still being written, from the
+/// writer's memory alone, which already holds what that group leaves
+/// behind. `None` when the memory cannot answer every read (the group is
+/// then decided the usual way, under the head lock, once the write before
+/// it is done); the memory is then unchanged. The decisions hold only if
+/// [`write_ahead`] finds the head where they were decided.
+pub(crate) async fn ahead(group: Group<'_>, memory: &mut WriterMemory) -> Option<Decided> {
+    let mut tx = FromMemory {
+        fence: memory.fence()?,
+    };
+    decide(&mut tx, group, &mut |_, _| {}, memory).await.ok()
+}
+
+/// Decides a group on `tx` (its head locked first): the decisions, and
+/// what is to be written. `memory` then already holds what the group
+/// leaves behind; if the write fails, the caller must make it forget.
+pub(crate) async fn decide<T: GroupTransaction>(
+    tx: &mut T,
     group: Group<'_>,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
-) -> Result<Vec<Decision>, LedgerError> {
+) -> Result<Decided, LedgerError> {
     let Group {
         tenant,
         intents,
@@ -214,7 +380,7 @@ async fn run_group<T: GroupTransaction>(
         }
     }
     let requested: HashSet<StateKey> = record_keys.iter().cloned().collect();
-    load_records(&mut tx, tenant, &mut state, record_keys, memory).await?;
+    load_records(tx, tenant, &mut state, record_keys, memory).await?;
     let mut accounts: Vec<String> = Vec::new();
     for i in &live {
         accounts.extend(i.named_accounts().into_iter().map(str::to_owned));
@@ -255,7 +421,7 @@ async fn run_group<T: GroupTransaction>(
         .collect();
     let mut read_records: Vec<StateKey> = requested.into_iter().collect();
     read_records.extend(more_settings.iter().cloned());
-    load_records(&mut tx, tenant, &mut state, more_settings, memory).await?;
+    load_records(tx, tenant, &mut state, more_settings, memory).await?;
 
     // Balances: what the writer remembers, and one read for the rest.
     let mut rows: Vec<(String, String, AccountBalance)> = Vec::new();
@@ -290,7 +456,7 @@ async fn run_group<T: GroupTransaction>(
 
     let t_load = t0.elapsed();
     let committed_seq = state.head.seq;
-    let outcome = decide_group(&mut state, intents, now_micros(), new_entry_id);
+    let mut outcome = decide_group(&mut state, intents, now_micros(), new_entry_id);
     let t_decide = t0.elapsed();
     // A replay of an entry that an earlier transaction committed is final
     // whatever becomes of this one (entries are immutable, keys forever):
@@ -301,36 +467,41 @@ async fn run_group<T: GroupTransaction>(
         }
     }
     let mut end = fence;
-    if !outcome.new_entries.is_empty() {
-        let records: Vec<StateRow> = outcome
-            .changed_records(&state)
-            .into_iter()
-            .map(|(k, v)| v.to_row(k))
-            .collect();
-        tx.write_group(
-            tenant,
-            &outcome.new_entries,
-            &outcome.changed_balances(&state),
-            &records,
-            &state.head,
-        )
-        .await?;
-        let t_write = t0.elapsed();
-        tx.commit().await?;
+    let write = if outcome.new_entries.is_empty() {
+        None
+    } else {
         end.head = state.head;
-        tracing::debug!(
-            intents = intents.len(),
-            lock_ms = t_lock.as_secs_f64() * 1e3,
-            keys_ms = (t_keys - t_lock).as_secs_f64() * 1e3,
-            load_ms = (t_load - t_lock).as_secs_f64() * 1e3,
-            decide_ms = (t_decide - t_load).as_secs_f64() * 1e3,
-            write_ms = (t_write - t_decide).as_secs_f64() * 1e3,
-            commit_ms = (t0.elapsed() - t_write).as_secs_f64() * 1e3,
-            "group phases"
-        );
-    }
+        let balances = outcome
+            .changed_balances(&state)
+            .into_iter()
+            .map(|(a, u, b)| (a.to_owned(), u.to_owned(), b))
+            .collect();
+        Some(GroupWrite {
+            tenant: tenant.to_owned(),
+            entries: std::mem::take(&mut outcome.new_entries),
+            balances,
+            records: outcome
+                .changed_records(&state)
+                .into_iter()
+                .map(|(k, v)| v.to_row(k))
+                .collect(),
+            head: state.head,
+        })
+    };
+    tracing::debug!(
+        intents = intents.len(),
+        lock_ms = t_lock.as_secs_f64() * 1e3,
+        keys_ms = (t_keys - t_lock).as_secs_f64() * 1e3,
+        load_ms = (t_load - t_lock).as_secs_f64() * 1e3,
+        decide_ms = (t_decide - t_load).as_secs_f64() * 1e3,
+        "group decided"
+    );
     remember(memory, end, &state, &accounts, read_records, &outcome);
-    Ok(outcome.decisions)
+    Ok(Decided {
+        decisions: outcome.decisions,
+        write,
+        start: fence,
+    })
 }
 
 /// After a group that ended at `end`: what it read and wrote is what the

@@ -46,6 +46,11 @@ impl WriterMemory {
         }
     }
 
+    /// The head what is remembered is valid at; `None` when nothing is.
+    pub(crate) fn fence(&self) -> Option<Fence> {
+        self.fence
+    }
+
     pub fn forget(&mut self) {
         self.fence = None;
         self.balances.clear();

@@ -218,6 +218,78 @@ impl Storage {
         }
     }
 
+    /// Opens a group transaction, locks the head and decides `intents`
+    /// under it, like [`Storage::commit_group_with`]; returns the decisions
+    /// and, to be run on their own, the write and commit still due on that
+    /// transaction. `memory` already holds what the group leaves behind: if
+    /// the write fails, it must forget.
+    pub(crate) async fn decide_group(
+        &self,
+        tenant: &str,
+        intents: &[&Intent],
+        absent: &[bool],
+        final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+        memory: &mut WriterMemory,
+    ) -> Result<(Vec<Decision>, PendingWrite), LedgerError> {
+        let group = group::Group {
+            tenant,
+            intents,
+            absent,
+        };
+        let decided = match self {
+            Storage::Sqlite(s) => {
+                let mut tx = s.begin_group().await?;
+                group::decide(&mut tx, group, final_now, memory)
+                    .await
+                    .map(|d| (d.decisions, pending_write(tx, d.write)))
+            }
+            Storage::Postgres(s) => {
+                let mut tx = s.begin_group().await?;
+                group::decide(&mut tx, group, final_now, memory)
+                    .await
+                    .map(|d| (d.decisions, pending_write(tx, d.write)))
+            }
+        };
+        if decided.is_err() {
+            memory.forget();
+        }
+        decided
+    }
+
+    /// Decides `intents` from the writer's memory alone, on top of the
+    /// group still being written (see `group::ahead`); `None` when the
+    /// memory cannot answer every read. The returned write is to be run only
+    /// once the group before has committed: it writes nothing unless it
+    /// finds the head where these decisions were made. If it fails,
+    /// `memory` must forget.
+    pub(crate) async fn decide_ahead(
+        &self,
+        tenant: &str,
+        intents: &[&Intent],
+        absent: &[bool],
+        memory: &mut WriterMemory,
+    ) -> Option<(Vec<Decision>, PendingWrite)> {
+        let group = group::Group {
+            tenant,
+            intents,
+            absent,
+        };
+        let decided = group::ahead(group, memory).await?;
+        let (storage, tenant) = (self.clone(), tenant.to_owned());
+        let write: PendingWrite = Box::pin(async move {
+            let write = decided.write.as_ref();
+            match &storage {
+                Storage::Sqlite(s) => {
+                    group::write_ahead(s.begin_group().await?, &tenant, decided.start, write).await
+                }
+                Storage::Postgres(s) => {
+                    group::write_ahead(s.begin_group().await?, &tenant, decided.start, write).await
+                }
+            }
+        });
+        Some((decided.decisions, write))
+    }
+
     pub async fn insert_api_key(
         &self,
         tenant: &str,
@@ -403,6 +475,24 @@ impl Storage {
             Storage::Postgres(s) => s.rebuild_balances(tenant).await,
         }
     }
+}
+
+/// A group's write and commit, ready to run on its own task.
+pub(crate) type PendingWrite =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), LedgerError>> + Send>>;
+
+/// The write of a group decided on `tx`; with nothing to write, `tx` is
+/// rolled back (dropped), which releases the head lock.
+fn pending_write<T: group::GroupTransaction + 'static>(
+    tx: T,
+    write: Option<group::GroupWrite>,
+) -> PendingWrite {
+    Box::pin(async move {
+        match write {
+            Some(write) => write.apply(tx).await,
+            None => Ok(()),
+        }
+    })
 }
 
 /// Database connections per process unless configured.
