@@ -96,28 +96,6 @@ pub(crate) fn found_entries(found: Vec<StoredEntry>) -> Vec<StoredEntry> {
     found
 }
 
-/// Runs one group; whatever fails, `memory` forgets everything (a failed
-/// commit may have happened or not).
-pub(crate) async fn run<T: GroupTransaction>(
-    mut tx: T,
-    group: Group<'_>,
-    final_now: &mut (dyn FnMut(usize, &Decision) + Send),
-    memory: &mut WriterMemory,
-) -> Result<Vec<Decision>, LedgerError> {
-    let result = async {
-        let decided = decide(&mut tx, group, final_now, memory).await?;
-        if let Some(write) = &decided.write {
-            write.apply(tx).await?;
-        }
-        Ok(decided.decisions)
-    }
-    .await;
-    if result.is_err() {
-        memory.forget();
-    }
-    result
-}
-
 /// What one group decided, owned, so that its write can run on its own
 /// while the writer decides the next group.
 pub(crate) struct Decided {

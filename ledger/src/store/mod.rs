@@ -203,19 +203,15 @@ impl Storage {
         final_now: &mut (dyn FnMut(usize, &Decision) + Send),
         memory: &mut WriterMemory,
     ) -> Result<Vec<Decision>, LedgerError> {
-        let group = group::Group {
-            tenant,
-            intents,
-            absent,
-        };
-        match self {
-            Storage::Sqlite(s) => {
-                group::run(s.begin_group().await?, group, final_now, memory).await
-            }
-            Storage::Postgres(s) => {
-                group::run(s.begin_group().await?, group, final_now, memory).await
-            }
+        let (decisions, write) = self
+            .decide_group(tenant, intents, absent, final_now, memory)
+            .await?;
+        if let Err(e) = write.await {
+            // The commit may have happened or not: nothing remembered holds.
+            memory.forget();
+            return Err(e);
         }
+        Ok(decisions)
     }
 
     /// Opens a group transaction, locks the head and decides `intents`
