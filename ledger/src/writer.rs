@@ -559,13 +559,20 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
             let ahead = storage
                 .decide_ahead(&tenant, &intents, &absent, &mut memory)
                 .await;
+            // A group decided ahead starts its transaction at once: it waits
+            // for the head lock that the group before holds until its
+            // commit, then writes only if the head is where it was decided.
+            // That check alone makes it safe to start before the group
+            // before is known to have committed: if that group failed, the
+            // head is elsewhere and this one writes nothing.
+            let ahead = ahead.map(|(decisions, write)| (decisions, tokio::spawn(write)));
             let written = (&mut before.write).await;
-            let before_ok = finished.answer(before, written, &mut memory).await;
-            if let (true, Some((decisions, write))) = (before_ok, ahead) {
+            finished.answer(before, written, &mut memory).await;
+            if let Some((decisions, write)) = ahead {
                 stats.decided_ahead.fetch_add(1, Ordering::Relaxed);
                 drop(intents);
                 in_flight = Some(InFlight {
-                    write: tokio::spawn(write),
+                    write,
                     decisions,
                     answers,
                     job_intents,
@@ -575,8 +582,8 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
                 });
                 continue;
             }
-            // The group before failed (the memory is forgotten) or this one
-            // needs the database: it is decided under the head lock.
+            // This group needs the database: it is decided under the head
+            // lock.
         }
         let decided = storage
             .decide_group(
@@ -660,15 +667,14 @@ impl Finished<'_> {
     /// whose decision or write failed is run again under the head lock
     /// (its first decisions are not sent): one decided ahead always (the
     /// head may have moved under it, which its write refuses), any other
-    /// through the usual one retry ([`retry`]). Returns whether the first
-    /// write succeeded (the memory then holds the state after it);
-    /// otherwise the memory is forgotten.
+    /// through the usual one retry ([`retry`]); the memory is then
+    /// forgotten.
     async fn answer(
         &self,
         f: InFlight,
         written: Result<Result<(), LedgerError>, tokio::task::JoinError>,
         memory: &mut WriterMemory,
-    ) -> bool {
+    ) {
         let InFlight {
             decisions,
             mut answers,
@@ -683,7 +689,6 @@ impl Finished<'_> {
                 "a group write stopped: {e}"
             )))
         });
-        let first_ok = written.is_ok();
         let result = match written {
             Ok(()) => Ok(decisions),
             Err(e) => {
@@ -727,7 +732,6 @@ impl Finished<'_> {
                 answers.fail_the_rest(&e.to_string());
             }
         }
-        first_ok
     }
 }
 
