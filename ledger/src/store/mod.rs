@@ -254,10 +254,10 @@ impl Storage {
 
     /// Decides `intents` from the writer's memory alone, on top of the
     /// group still being written (see `group::ahead`); `None` when the
-    /// memory cannot answer every read. The returned write is to be run only
-    /// once the group before has committed: it writes nothing unless it
-    /// finds the head where these decisions were made. If it fails,
-    /// `memory` must forget.
+    /// memory cannot answer every read. The returned write may start at
+    /// once: it waits for the head lock, which the group before holds until
+    /// its commit, and writes nothing unless it finds the head where these
+    /// decisions were made. If it fails, `memory` must forget.
     pub(crate) async fn decide_ahead(
         &self,
         tenant: &str,
