@@ -30,4 +30,7 @@ pub mod usage;
 pub mod verify;
 pub mod writer;
 
+#[cfg(test)]
+mod test_databases;
+
 pub use error::LedgerError;

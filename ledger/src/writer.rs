@@ -331,11 +331,19 @@ async fn look_up(
             .collect();
         keys.sort_unstable();
         keys.dedup();
+        let started = Instant::now();
         let found = if keys.is_empty() {
             Ok(Vec::new())
         } else {
             storage.entries_with_keys(&tenant, &keys).await
         };
+        tracing::debug!(
+            tenant = %tenant,
+            keys = keys.len(),
+            found = found.as_ref().map_or(0, Vec::len),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "keys looked up before the writer"
+        );
         drop(keys);
         let found: Vec<StoredEntry> = match found {
             Ok(found) => found,
@@ -436,10 +444,8 @@ fn forward(writer: &mpsc::UnboundedSender<Job>, job: Job, pending: &AtomicUsize)
     }
 }
 
-/// A group whose decisions are made and whose write and commit run on
-/// their own task, while the writer decides the next group.
-struct InFlight {
-    write: tokio::task::JoinHandle<Result<(), LedgerError>>,
+/// A group whose decisions are made, to be answered once its write is done.
+struct DecidedGroup {
     decisions: Vec<Decision>,
     answers: Answers,
     /// Kept to decide the group again should its write fail.
@@ -450,10 +456,28 @@ struct InFlight {
     started: Instant,
 }
 
+/// A decided group whose write and commit run on their own task, while the
+/// writer decides the next group.
+struct InFlight {
+    write: tokio::task::JoinHandle<Result<(), LedgerError>>,
+    group: DecidedGroup,
+}
+
 /// What the writer waits for.
 enum Next {
     Job(Option<Job>),
-    Written(Result<Result<(), LedgerError>, tokio::task::JoinError>),
+    Written(Result<(), LedgerError>),
+}
+
+/// The outcome of a write task; one that stopped did not commit.
+fn joined(
+    written: Result<Result<(), LedgerError>, tokio::task::JoinError>,
+) -> Result<(), LedgerError> {
+    written.unwrap_or_else(|e| {
+        Err(LedgerError::Unavailable(format!(
+            "a group write stopped: {e}"
+        )))
+    })
 }
 
 async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, stage: Stage) {
@@ -481,7 +505,7 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
                     None => Next::Job(rx.recv().await),
                     Some(f) => tokio::select! {
                         biased;
-                        written = &mut f.write => Next::Written(written),
+                        written = &mut f.write => Next::Written(joined(written)),
                         job = rx.recv() => Next::Job(job),
                     },
                 };
@@ -489,14 +513,13 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
                     Next::Job(Some(job)) => job,
                     Next::Written(written) => {
                         if let Some(f) = in_flight.take() {
-                            finished.answer(f, written, &mut memory).await;
+                            finished.answer(f.group, written, &mut memory).await;
                         }
                         continue;
                     }
                     Next::Job(None) => {
-                        if let Some(mut f) = in_flight.take() {
-                            let written = (&mut f.write).await;
-                            finished.answer(f, written, &mut memory).await;
+                        if let Some(f) = in_flight.take() {
+                            finished.settle(f, &mut memory).await;
                         }
                         return;
                     }
@@ -520,9 +543,8 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
         // 64 clients into more, smaller transactions (20 intents a group
         // instead of 29) and cost throughput (docs/performance.md).
         if carry.is_none() && size < config.max_group {
-            if let Some(mut before) = in_flight.take() {
-                let written = (&mut before.write).await;
-                finished.answer(before, written, &mut memory).await;
+            if let Some(before) = in_flight.take() {
+                finished.settle(before, &mut memory).await;
                 gather(
                     &mut rx,
                     &mut jobs,
@@ -553,34 +575,36 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
 
         // Pipelining: while the group before is written and committed, this
         // one is decided from what the writer remembers of the state that
-        // group leaves behind. Its write waits for that commit and then
-        // writes only if the head is still where it was decided.
-        if let Some(mut before) = in_flight.take() {
+        // group leaves behind. Its write starts at once (see
+        // `store::group::write_ahead`) and commits only if the head is still
+        // where it was decided.
+        if let Some(before) = in_flight.take() {
             let ahead = storage
                 .decide_ahead(&tenant, &intents, &absent, &mut memory)
                 .await;
-            // A group decided ahead starts its transaction at once: it waits
-            // for the head lock that the group before holds until its
-            // commit, then writes only if the head is where it was decided.
-            // That check alone makes it safe to start before the group
-            // before is known to have committed: if that group failed, the
-            // head is elsewhere and this one writes nothing.
-            let ahead = ahead.map(|(decisions, write)| (decisions, tokio::spawn(write)));
-            let written = (&mut before.write).await;
-            finished.answer(before, written, &mut memory).await;
-            if let Some((decisions, write)) = ahead {
-                stats.decided_ahead.fetch_add(1, Ordering::Relaxed);
-                drop(intents);
-                in_flight = Some(InFlight {
-                    write,
-                    decisions,
-                    answers,
-                    job_intents,
-                    ahead: true,
-                    size,
-                    started,
-                });
-                continue;
+            match ahead {
+                Some((decisions, write)) => {
+                    drop(intents);
+                    // Its transaction starts at once and waits for the head
+                    // lock, which the group before holds until its commit.
+                    // That is safe before the group before is known to have
+                    // committed: if it failed, the head is elsewhere and this
+                    // one writes nothing.
+                    let write = tokio::spawn(write);
+                    finished.settle(before, &mut memory).await;
+                    stats.decided_ahead.fetch_add(1, Ordering::Relaxed);
+                    let group = DecidedGroup {
+                        decisions,
+                        answers,
+                        job_intents,
+                        ahead: true,
+                        size,
+                        started,
+                    };
+                    in_flight = Some(InFlight { write, group });
+                    continue;
+                }
+                None => finished.settle(before, &mut memory).await,
             }
             // This group needs the database: it is decided under the head
             // lock.
@@ -595,31 +619,35 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
             )
             .await;
         drop(intents);
-        let f = match decided {
-            Ok((decisions, write)) => InFlight {
-                write: tokio::spawn(write),
-                decisions,
-                answers,
-                job_intents,
-                ahead: false,
-                size,
-                started,
-            },
+        let (decisions, write) = match decided {
+            Ok(decided) => decided,
             Err(e) => {
-                // Nothing was written; decided again below like a failed
-                // write.
-                InFlight {
-                    write: tokio::spawn(async move { Err(e) }),
+                // Nothing was written: decided again at once, like a group
+                // whose write failed.
+                let group = DecidedGroup {
                     decisions: Vec::new(),
                     answers,
                     job_intents,
                     ahead: false,
                     size,
                     started,
-                }
+                };
+                finished.answer(group, Err(e), &mut memory).await;
+                continue;
             }
         };
-        in_flight = Some(f);
+        let group = DecidedGroup {
+            decisions,
+            answers,
+            job_intents,
+            ahead: false,
+            size,
+            started,
+        };
+        in_flight = Some(InFlight {
+            write: tokio::spawn(write),
+            group,
+        });
     }
 }
 
@@ -663,6 +691,11 @@ struct Finished<'a> {
 }
 
 impl Finished<'_> {
+    /// Waits for the write of `f`, then answers it.
+    async fn settle(&self, f: InFlight, memory: &mut WriterMemory) {
+        self.answer(f.group, joined(f.write.await), memory).await;
+    }
+
     /// Answers the group `f` whose write ended with `written`. A group
     /// whose decision or write failed is run again under the head lock
     /// (its first decisions are not sent): one decided ahead always (the
@@ -671,24 +704,18 @@ impl Finished<'_> {
     /// forgotten.
     async fn answer(
         &self,
-        f: InFlight,
-        written: Result<Result<(), LedgerError>, tokio::task::JoinError>,
+        f: DecidedGroup,
+        written: Result<(), LedgerError>,
         memory: &mut WriterMemory,
     ) {
-        let InFlight {
+        let DecidedGroup {
             decisions,
             mut answers,
             job_intents,
             ahead,
             size,
             started,
-            ..
         } = f;
-        let written = written.unwrap_or_else(|e| {
-            Err(LedgerError::Unavailable(format!(
-                "a group write stopped: {e}"
-            )))
-        });
         let result = match written {
             Ok(()) => Ok(decisions),
             Err(e) => {
@@ -854,6 +881,7 @@ impl Answers {
 mod tests {
     use super::*;
     use crate::store::EntryFilter;
+    use crate::test_databases::TestDb;
     use std::collections::HashSet;
 
     fn debit(id: &str, amount: &str) -> Intent {
@@ -1097,13 +1125,16 @@ mod tests {
     /// group at a time would have written.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn groups_decided_ahead_leave_the_ledger_exact() {
-        let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
-        let writers = Writers::new(storage.clone(), small_groups());
-        flood_and_check(&storage, std::slice::from_ref(&writers), 16, 40).await;
-        assert!(
-            writers.stats().decided_ahead.load(Ordering::Relaxed) > 0,
-            "no group was decided ahead"
-        );
+        for db in TestDb::every_engine(4).await {
+            let writers = Writers::new(db.storage.clone(), small_groups());
+            flood_and_check(&db.storage, std::slice::from_ref(&writers), 16, 40).await;
+            assert!(
+                writers.stats().decided_ahead.load(Ordering::Relaxed) > 0,
+                "{}: no group was decided ahead",
+                db.engine()
+            );
+            db.remove().await;
+        }
     }
 
     /// Two writers of one tenant on one database (two processes): each
@@ -1111,67 +1142,78 @@ mod tests {
     /// then refuse to write and are decided again under the lock.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_head_moved_under_a_group_decided_ahead_is_decided_again() {
-        let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
-        let writers = [
-            Writers::new(storage.clone(), small_groups()),
-            Writers::new(storage.clone(), small_groups()),
-        ];
-        flood_and_check(&storage, &writers, 8, 40).await;
-        let redone: u64 = writers
-            .iter()
-            .map(|w| w.stats().decided_ahead_redone.load(Ordering::Relaxed))
-            .sum();
-        assert!(redone > 0, "no group decided ahead found the head moved");
+        for db in TestDb::every_engine(8).await {
+            let writers = [
+                Writers::new(db.storage.clone(), small_groups()),
+                Writers::new(db.storage.clone(), small_groups()),
+            ];
+            flood_and_check(&db.storage, &writers, 8, 40).await;
+            let redone: u64 = writers
+                .iter()
+                .map(|w| w.stats().decided_ahead_redone.load(Ordering::Relaxed))
+                .sum();
+            assert!(
+                redone > 0,
+                "{}: no group decided ahead found the head moved",
+                db.engine()
+            );
+            db.remove().await;
+        }
     }
 
     /// A group decided ahead writes nothing once the head is not where it
     /// was decided: another process appended, or a rebuild rewrote the
     /// balances (which moves no seq, only the generation).
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_group_decided_ahead_writes_nothing_if_the_head_moved() {
         for moved_by_rebuild in [false, true] {
-            let dir = tempfile::tempdir().unwrap();
-            let url = format!("sqlite://{}", dir.path().join("t.db").display());
-            let storage = Storage::connect_with(&url, 4).await.unwrap();
-            let mut memory = WriterMemory::default();
-            storage
-                .commit_group_with("t", &[&debit("u1", "1")], &[], &mut |_, _| {}, &mut memory)
-                .await
-                .unwrap();
-            let next = debit("u2", "1");
-            let (decisions, write) = storage
-                .decide_ahead("t", &[&next], &[true], &mut memory)
-                .await
-                .expect("everything it needs is remembered");
-            assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == 2));
-            if moved_by_rebuild {
-                storage.rebuild_balances("t").await.unwrap();
-            } else {
+            for db in TestDb::every_engine(4).await {
+                let storage = &db.storage;
+                let mut memory = WriterMemory::default();
                 storage
-                    .commit_group("t", &[&debit("other", "1")])
+                    .commit_group_with("t", &[&debit("u1", "1")], &[], &mut |_, _| {}, &mut memory)
                     .await
                     .unwrap();
+                let next = debit("u2", "1");
+                let (decisions, write) = storage
+                    .decide_ahead("t", &[&next], &[true], &mut memory)
+                    .await
+                    .expect("everything it needs is remembered");
+                assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == 2));
+                if moved_by_rebuild {
+                    storage.rebuild_balances("t").await.unwrap();
+                } else {
+                    storage
+                        .commit_group("t", &[&debit("other", "1")])
+                        .await
+                        .unwrap();
+                }
+                assert!(
+                    write.await.is_err(),
+                    "{} rebuild: {moved_by_rebuild}",
+                    db.engine()
+                );
+                let posted: Vec<String> = storage
+                    .list_entries(
+                        "t",
+                        &EntryFilter {
+                            limit: 10,
+                            ..EntryFilter::default()
+                        },
+                    )
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| e.upstream_id)
+                    .collect();
+                let expected: &[&str] = if moved_by_rebuild {
+                    &["u1"]
+                } else {
+                    &["u1", "other"]
+                };
+                assert_eq!(posted, expected, "{}", db.engine());
+                db.remove().await;
             }
-            assert!(write.await.is_err(), "rebuild: {moved_by_rebuild}");
-            let posted: Vec<String> = storage
-                .list_entries(
-                    "t",
-                    &EntryFilter {
-                        limit: 10,
-                        ..EntryFilter::default()
-                    },
-                )
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|e| e.upstream_id)
-                .collect();
-            let expected: &[&str] = if moved_by_rebuild {
-                &["u1"]
-            } else {
-                &["u1", "other"]
-            };
-            assert_eq!(posted, expected);
         }
     }
 

@@ -477,8 +477,11 @@ impl Storage {
 pub(crate) type PendingWrite =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), LedgerError>> + Send>>;
 
-/// The write of a group decided on `tx`; with nothing to write, `tx` is
-/// rolled back (dropped), which releases the head lock.
+/// The write of a group decided on `tx`. With nothing to write, `tx` is
+/// committed all the same: that releases the head lock before the group
+/// counts as done, so a group decided ahead, waiting for that lock, goes on
+/// at once (a dropped transaction is rolled back only once its connection
+/// is back in the pool).
 fn pending_write<T: group::GroupTransaction + 'static>(
     tx: T,
     write: Option<group::GroupWrite>,
@@ -486,7 +489,7 @@ fn pending_write<T: group::GroupTransaction + 'static>(
     Box::pin(async move {
         match write {
             Some(write) => write.apply(tx).await,
-            None => Ok(()),
+            None => tx.commit().await,
         }
     })
 }
