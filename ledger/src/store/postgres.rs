@@ -402,14 +402,21 @@ impl PostgresStore {
         // The plan depends on the table's statistics: right after a flood of
         // appends they may count a fraction of the log, and PostgreSQL then
         // sorts the log instead of hashing it in parallel (1.25 s against
-        // 0.24 s per side). ANALYZE samples a fixed number of rows, so it
-        // costs little next to the fold.
+        // 0.24 s per side). ANALYZE samples a fixed number of rows, and only
+        // the columns these plans filter and group on are summarised: on
+        // 1,000,000 entries 0.20 s instead of 0.44 s for every column (the
+        // wide ones, params and hashes, cost the most and no plan here uses
+        // them); autovacuum still analyses the whole table in its time.
         let estimated: f32 =
             sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE oid = 'entries'::regclass")
                 .fetch_one(&self.pool)
                 .await?;
         if f64::from(estimated) < head.seq as f64 / 2.0 {
-            sqlx::query("ANALYZE entries").execute(&self.pool).await?;
+            sqlx::query(
+                "ANALYZE entries (tenant_id, seq, status, kind, debit_account, credit_account, unit)",
+            )
+            .execute(&self.pool)
+            .await?;
         }
         let mut log = LogFold::new();
         let tasks = [
