@@ -494,3 +494,109 @@ async fn a_reversal_of_a_usage_debit_subtracts_it(engine: Engine) {
         after["usage"]
     );
 }
+
+/// PostgreSQL stores each posted usage debit's usage key and quantity in
+/// columns beside its params, and the rebuild adds those up in SQL; usage
+/// debits stored without them (appended before migration 0005) are folded
+/// from params as before. Both give the projector's rows exactly, and
+/// `tally verify`, which folds params, catches a column that disagrees.
+/// (SQLite keeps no such columns: its rebuild folds params, covered above.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_rebuild_adds_usage_columns_and_params_alike() {
+    let Some(engine) = Engine::postgres() else {
+        return;
+    };
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = ledger.server().await;
+    post_sample(&server, &key).await;
+    let at =
+        json!({"meter": "llm-tokens", "quantity": "10", "occurred_at": "2026-11-29T10:00:00Z"});
+    let reversed = post_debit(&server, &key, &usage_debit("u7", "cust", "3", at)).await;
+    let r = server
+        .post(
+            "/v1/reversals",
+            &key,
+            &json!({"reversal_id": "r1", "entry_id": reversed["id"], "reason": "duplicate"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let paths = [
+        "/v1/accounts/cust/usage",
+        "/v1/accounts/other/usage?granularity=month",
+    ];
+    caught_up(&server, &key, paths[0]).await;
+    let mut before = Vec::new();
+    for p in paths {
+        before.push(server.get(p, &key).await.body);
+    }
+    // Seven usage debits carry their columns; the payment and the reversal do not.
+    assert_eq!(ledger.count("entries WHERE usage_day IS NOT NULL").await, 7);
+    assert_eq!(
+        ledger
+            .count("entries WHERE usage_day = '2026-11-30' AND usage_meter = 'llm-tokens' AND usage_quantity = 250")
+            .await,
+        1
+    );
+    assert_eq!(
+        ledger
+            .count("entries WHERE upstream_id = 'u5' AND usage_meter = '' AND usage_quantity = 0")
+            .await,
+        1
+    );
+
+    let rebuilt_equal = || async {
+        ledger.sql(&["DELETE FROM usage_summaries"]).await;
+        let (ok, out, err) = ledger.tally(&["projections", "rebuild"]).await;
+        assert!(ok, "{out} {err}");
+        for (p, want) in paths.iter().zip(&before) {
+            let got = server.get(p, &key).await.body;
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(want),
+                "{p}"
+            );
+        }
+    };
+    rebuilt_equal().await;
+
+    // Entries from before the columns existed: some of each day and meter,
+    // and the reversed one.
+    ledger
+        .sql(&[
+            "ALTER TABLE entries DISABLE TRIGGER entries_append_only",
+            "UPDATE entries SET usage_meter = NULL, usage_day = NULL, usage_quantity = NULL \
+             WHERE upstream_id IN ('u1', 'u3', 'u5', 'u7')",
+            "ALTER TABLE entries ENABLE TRIGGER entries_append_only",
+        ])
+        .await;
+    assert_eq!(ledger.count("entries WHERE usage_day IS NOT NULL").await, 3);
+    rebuilt_equal().await;
+    let (ok, out, _) = ledger.tally(&["verify"]).await;
+    assert!(ok, "{out}");
+    // The migration marks each tenant's head at that time: entries up to it
+    // are folded from params, whether they carry columns or not, and none
+    // is counted twice.
+    ledger
+        .sql(&["UPDATE ledger_heads SET usage_columns_from = 4"])
+        .await;
+    rebuilt_equal().await;
+
+    // A column changed behind tally's back: the rebuild sums it, verify
+    // (which reads params) says the summary is wrong.
+    ledger
+        .sql(&[
+            "ALTER TABLE entries DISABLE TRIGGER entries_append_only",
+            "UPDATE entries SET usage_quantity = 999 WHERE upstream_id = 'u6'",
+            "ALTER TABLE entries ENABLE TRIGGER entries_append_only",
+        ])
+        .await;
+    let (ok, out, err) = ledger.tally(&["projections", "rebuild"]).await;
+    assert!(ok, "{out} {err}");
+    let (ok, out, _) = ledger.tally(&["verify"]).await;
+    assert!(
+        !ok,
+        "verify must catch a usage column that disagrees with params: {out}"
+    );
+    assert!(out.contains("stored usage of other"), "{out}");
+}

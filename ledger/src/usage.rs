@@ -324,6 +324,33 @@ impl UsageScan {
     }
 }
 
+/// The usage key and quantity of a posted usage debit, as the writer stores
+/// them beside its params on PostgreSQL (columns `usage_meter`,
+/// `usage_day`, `usage_quantity`), so a rebuild can add usage up in SQL.
+/// Taken from the entry by the fold's own [`usage_of`], so a row summed
+/// from these columns is the row the fold makes of the entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageColumns {
+    pub meter: String,
+    /// [`DAY_FORMAT`].
+    pub day: String,
+    pub quantity: Decimal,
+}
+
+impl UsageColumns {
+    /// `None` for any entry but a posted usage debit, and for one whose
+    /// params the fold could not read (the rebuild then folds it from its
+    /// params, and reports it the way the fold does).
+    pub fn of(entry: &StoredEntry) -> Option<UsageColumns> {
+        let (key, totals) = usage_of(entry).ok()??;
+        Some(UsageColumns {
+            meter: key.meter,
+            day: key.day.format(DAY_FORMAT).to_string(),
+            quantity: totals.quantity,
+        })
+    }
+}
+
 /// The entry a posted reversal names (its `entry_id` parameter), which must
 /// be looked up before the reversal can be folded. `None` for any other entry.
 pub fn reversal_target(entry: &StoredEntry) -> Result<Option<String>, LedgerError> {

@@ -23,6 +23,7 @@ use crate::entry::StoredEntry;
 use crate::fold::LogFold;
 use crate::intent::EntryKind;
 use crate::state::{StateKey, StateRow};
+use crate::usage::UsageColumns;
 use crate::LedgerError;
 
 const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
@@ -403,17 +404,20 @@ impl PostgresStore {
         // appends they may count a fraction of the log, and PostgreSQL then
         // sorts the log instead of hashing it in parallel (1.25 s against
         // 0.24 s per side). ANALYZE samples a fixed number of rows, and only
-        // the columns these plans filter and group on are summarised: on
-        // 1,000,000 entries 0.20 s instead of 0.44 s for every column (the
-        // wide ones, params and hashes, cost the most and no plan here uses
-        // them); autovacuum still analyses the whole table in its time.
+        // the columns the rebuild's plans filter and group on are
+        // summarised (with them the usage key's statistics object, migration
+        // 0005, which the usage rebuild's plan needs): on 1,000,000 entries
+        // 0.20 s instead of 0.44 s for every column (the wide ones, params
+        // and hashes, cost the most and no plan here uses them); autovacuum
+        // still analyses the whole table in its time.
         let estimated: f32 =
             sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE oid = 'entries'::regclass")
                 .fetch_one(&self.pool)
                 .await?;
         if f64::from(estimated) < head.seq as f64 / 2.0 {
             sqlx::query(
-                "ANALYZE entries (tenant_id, seq, status, kind, debit_account, credit_account, unit)",
+                "ANALYZE entries (tenant_id, seq, status, kind, debit_account, credit_account, \
+                 unit, account, usage_meter, usage_day)",
             )
             .execute(&self.pool)
             .await?;
@@ -675,6 +679,7 @@ impl GroupTransaction for PgGroup {
         };
         let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
         let recorded: Vec<DateTime<Utc>> = entries.iter().map(|e| e.recorded_at).collect();
+        let usage: Vec<Option<UsageColumns>> = entries.iter().map(UsageColumns::of).collect();
         let amounts = |f: fn(&AccountBalance) -> rust_decimal::Decimal| {
             balances
                 .iter()
@@ -687,11 +692,13 @@ impl GroupTransaction for PgGroup {
             "WITH new_entries AS ( \
                INSERT INTO entries (tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
                  rejection_message, account, debit_account, credit_account, amount, unit, params, \
-                 fingerprint, recorded_at, balance_after, prev_hash, hash) \
+                 fingerprint, recorded_at, balance_after, prev_hash, hash, \
+                 usage_meter, usage_day, usage_quantity) \
                SELECT $1, * FROM UNNEST($2::int8[], $3::text[], $4::text[], $5::text[], \
                  $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], \
                  $12::text[]::numeric[], $13::text[], $14::text[], $15::text[], $16::timestamptz[], \
-                 $17::text[]::numeric[], $18::text[], $19::text[])), \
+                 $17::text[]::numeric[], $18::text[], $19::text[], \
+                 $31::text[], $32::text[], $33::text[]::numeric[])), \
              new_balances AS ( \
                INSERT INTO balances (tenant_id, account, unit, debits, credits, held) \
                SELECT $1, * FROM UNNEST($20::text[], $21::text[], $22::text[]::numeric[], \
@@ -740,6 +747,14 @@ impl GroupTransaction for PgGroup {
         )
         .bind(head.seq)
         .bind(hex::encode(head.hash))
+        .bind(usage.iter().map(|u| u.as_ref().map(|u| u.meter.as_str())).collect::<Vec<_>>())
+        .bind(usage.iter().map(|u| u.as_ref().map(|u| u.day.as_str())).collect::<Vec<_>>())
+        .bind(
+            usage
+                .iter()
+                .map(|u| u.as_ref().map(|u| canonical(u.quantity)))
+                .collect::<Vec<_>>(),
+        )
         .execute(&mut *self.tx)
         .await?;
         Ok(())

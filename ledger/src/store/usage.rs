@@ -219,6 +219,59 @@ fn fold_usage_row(
     Ok(())
 }
 
+/// Which usage entries [`Storage::fold_usage_part`] folds from params.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UsageRows {
+    /// All of them.
+    All,
+    /// Only the reversals and, on PostgreSQL, the usage debits stored
+    /// without usage columns: the others are added up by
+    /// [`sum_usage_columns`]. On SQLite, which has no such columns, all of
+    /// them.
+    WithoutColumns,
+}
+
+/// PostgreSQL adds up, per usage key, the posted usage debits with seq in
+/// `(after, upto]` that carry usage columns (`crate::usage::UsageColumns`):
+/// one parallel aggregate with exact NUMERIC sums instead of a million rows
+/// of params sent to Rust and parsed there (docs/performance.md, "Session 7").
+async fn sum_usage_columns(
+    pool: &sqlx::PgPool,
+    tenant: &str,
+    after: i64,
+    upto: i64,
+) -> Result<UsageFold, LedgerError> {
+    let mut fold = UsageFold::new();
+    let mut rows = sqlx::query(
+        "SELECT account, usage_meter, usage_day, unit, sum(amount)::text, \
+           sum(usage_quantity)::text, count(*) FROM entries \
+         WHERE tenant_id = $1 AND seq > $2 AND seq <= $3 AND kind = 'usage_debit' \
+           AND status = 'posted' AND usage_day IS NOT NULL \
+         GROUP BY account, usage_meter, usage_day, unit",
+    )
+    .bind(tenant)
+    .bind(after)
+    .bind(upto)
+    .fetch(pool);
+    while let Some(r) = rows.try_next().await? {
+        let day: &str = r.try_get(2)?;
+        let key = UsageKey {
+            account: r.try_get(0)?,
+            meter: r.try_get(1)?,
+            day: NaiveDate::parse_from_str(day, DAY_FORMAT)
+                .map_err(|_| LedgerError::Corrupt(format!("usage_day {day:?} of an entry")))?,
+            unit: r.try_get(3)?,
+        };
+        let totals = UsageTotals {
+            amount: parse_decimal(r.try_get(4)?, "sum of usage amounts")?,
+            quantity: parse_decimal(r.try_get(5)?, "sum of usage quantities")?,
+            entries: r.try_get(6)?,
+        };
+        fold.add(key, &totals)?;
+    }
+    Ok(fold)
+}
+
 fn day_text(day: NaiveDate) -> String {
     day.format(DAY_FORMAT).to_string()
 }
@@ -255,6 +308,7 @@ impl Storage {
         tenant: &str,
         after: i64,
         upto: i64,
+        rows: UsageRows,
     ) -> Result<(UsageFold, Vec<(i64, String)>), LedgerError> {
         let mut part = UsageScan::default();
         let mut reversals = Vec::new();
@@ -284,8 +338,13 @@ impl Storage {
             }
             Storage::Postgres(s) => {
                 let sql = format!(
-                    "{} tenant_id = $1 AND seq > $2 AND seq <= $3",
-                    USAGE_SOURCES.replace("amount,", "amount::text,")
+                    "{} tenant_id = $1 AND seq > $2 AND seq <= $3{}",
+                    USAGE_SOURCES.replace("amount,", "amount::text,"),
+                    match rows {
+                        UsageRows::All => "",
+                        UsageRows::WithoutColumns =>
+                            " AND (kind = 'reversal' OR usage_day IS NULL)",
+                    }
                 );
                 let mut rows = sqlx::query(&sql)
                     .bind(tenant)
@@ -331,7 +390,7 @@ impl Storage {
         }
         let new_checkpoint = head.min(checkpoint.saturating_add(max_entries.max(1)));
         let (mut delta, reversals) = self
-            .fold_usage_part(tenant, checkpoint, new_checkpoint)
+            .fold_usage_part(tenant, checkpoint, new_checkpoint, UsageRows::All)
             .await?;
         self.take_back_reversals(tenant, &reversals, &mut delta)
             .await?;
@@ -558,13 +617,49 @@ impl Storage {
     /// seq ranges folded on one connection each, at once, and added
     /// (decimal sums are exact, so the split cannot change the result).
     pub async fn fold_usage(&self, tenant: &str, upto: i64) -> Result<UsageFold, LedgerError> {
-        let tasks = rebuild_ranges(upto)
-            .into_iter()
-            .map(|(after, to)| {
-                let (storage, tenant) = (self.clone(), tenant.to_owned());
-                tokio::spawn(async move { storage.fold_usage_part(&tenant, after, to).await })
+        self.fold_usage_rows(tenant, upto, UsageRows::All).await
+    }
+
+    async fn fold_usage_rows(
+        &self,
+        tenant: &str,
+        upto: i64,
+        rows: UsageRows,
+    ) -> Result<UsageFold, LedgerError> {
+        let mut tasks = Vec::new();
+        let mut from_params = upto;
+        if let (UsageRows::WithoutColumns, Storage::Postgres(s)) = (rows, self) {
+            // Entries appended before the usage columns existed are folded
+            // from params below; after them, the columns are added up, and
+            // only reversals (and any usage debit without columns) are
+            // folded from params.
+            let columns_from: Option<i64> = sqlx::query_scalar(
+                "SELECT usage_columns_from FROM ledger_heads WHERE tenant_id = $1",
+            )
+            .bind(tenant)
+            .fetch_optional(&s.pool)
+            .await?;
+            from_params = columns_from.unwrap_or(0).clamp(0, upto);
+            let (pool, tenant) = (s.pool.clone(), tenant.to_owned());
+            let storage = self.clone();
+            tasks.push(tokio::spawn(async move {
+                let (summed, (rest, reversals)) = tokio::try_join!(
+                    sum_usage_columns(&pool, &tenant, from_params, upto),
+                    storage.fold_usage_part(&tenant, from_params, upto, UsageRows::WithoutColumns),
+                )?;
+                let mut fold = summed;
+                fold.merge(rest)?;
+                Ok((fold, reversals))
+            }));
+        }
+        tasks.extend(rebuild_ranges(from_params).into_iter().map(|(after, to)| {
+            let (storage, tenant) = (self.clone(), tenant.to_owned());
+            tokio::spawn(async move {
+                storage
+                    .fold_usage_part(&tenant, after, to, UsageRows::All)
+                    .await
             })
-            .collect();
+        }));
         let mut fold = UsageFold::new();
         let mut reversals = Vec::new();
         for (part, mut taken_back) in join_folds(tasks).await? {
@@ -582,7 +677,12 @@ impl Storage {
     pub async fn rebuild_usage(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
         let head = self.head(tenant).await?.seq;
         let started = std::time::Instant::now();
-        let fold = self.fold_usage(tenant, head).await?;
+        // From the usage columns where the writer stored them (PostgreSQL),
+        // from params elsewhere; `tally verify` folds everything from
+        // params and compares.
+        let fold = self
+            .fold_usage_rows(tenant, head, UsageRows::WithoutColumns)
+            .await?;
         let folded = started.elapsed();
         let written = self.write_usage(tenant, None, head, &fold).await?;
         tracing::debug!(
