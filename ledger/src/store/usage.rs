@@ -620,6 +620,9 @@ impl Storage {
         self.fold_usage_rows(tenant, upto, UsageRows::All).await
     }
 
+    /// [`Storage::fold_usage`], or with [`UsageRows::WithoutColumns`] the
+    /// rebuild's: on PostgreSQL the usage debits that carry usage columns
+    /// are added up by the database instead of folded from params.
     async fn fold_usage_rows(
         &self,
         tenant: &str,
