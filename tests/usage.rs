@@ -52,6 +52,28 @@ async fn caught_up(server: &Server, key: &str, path: &str) -> Value {
     }
 }
 
+/// The bodies of `paths` once the summaries are current.
+async fn usage_bodies(server: &Server, key: &str, paths: &[&str]) -> Vec<Vec<u8>> {
+    caught_up(server, key, paths[0]).await;
+    let mut bodies = Vec::new();
+    for p in paths {
+        bodies.push(server.get(p, key).await.body);
+    }
+    bodies
+}
+
+/// `paths` answer byte for byte what they answered before.
+async fn assert_same_bodies(server: &Server, key: &str, paths: &[&str], before: &[Vec<u8>]) {
+    for (p, want) in paths.iter().zip(before) {
+        let got = server.get(p, key).await.body;
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want),
+            "{p}"
+        );
+    }
+}
+
 fn period(p: &str, meter: Option<&str>, quantity: &str, amount: &str, entries: i64) -> Value {
     json!({"period": p, "meter": meter, "unit": "USD", "quantity": quantity,
            "amount": amount, "entries": entries})
@@ -276,11 +298,7 @@ async fn a_rebuild_yields_identical_rows(engine: Engine) {
         "/v1/accounts/other/usage?granularity=month",
         "/v1/accounts/third/usage",
     ];
-    caught_up(&server, &key, paths[0]).await;
-    let mut before = Vec::new();
-    for p in paths {
-        before.push(server.get(p, &key).await.body);
-    }
+    let before = usage_bodies(&server, &key, &paths).await;
     let rows = ledger.count("usage_summaries").await;
 
     // Lose the projection entirely; the rebuild restores it exactly.
@@ -300,14 +318,7 @@ async fn a_rebuild_yields_identical_rows(engine: Engine) {
     );
     assert!(out.contains("entries/s"), "{out}");
     assert_eq!(ledger.count("usage_summaries").await, rows);
-    for (p, want) in paths.iter().zip(&before) {
-        let got = server.get(p, &key).await.body;
-        assert_eq!(
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(want),
-            "{p}"
-        );
-    }
+    assert_same_bodies(&server, &key, &paths, &before).await;
     // A rebuild over intact rows changes nothing either.
     let (ok, _, _) = ledger.tally(&["projections", "rebuild"]).await;
     assert!(ok);
@@ -525,11 +536,7 @@ async fn postgres_rebuild_adds_usage_columns_and_params_alike() {
         "/v1/accounts/cust/usage",
         "/v1/accounts/other/usage?granularity=month",
     ];
-    caught_up(&server, &key, paths[0]).await;
-    let mut before = Vec::new();
-    for p in paths {
-        before.push(server.get(p, &key).await.body);
-    }
+    let before = usage_bodies(&server, &key, &paths).await;
     // Seven usage debits carry their columns; the payment and the reversal do not.
     assert_eq!(ledger.count("entries WHERE usage_day IS NOT NULL").await, 7);
     assert_eq!(
@@ -549,14 +556,7 @@ async fn postgres_rebuild_adds_usage_columns_and_params_alike() {
         ledger.sql(&["DELETE FROM usage_summaries"]).await;
         let (ok, out, err) = ledger.tally(&["projections", "rebuild"]).await;
         assert!(ok, "{out} {err}");
-        for (p, want) in paths.iter().zip(&before) {
-            let got = server.get(p, &key).await.body;
-            assert_eq!(
-                String::from_utf8_lossy(&got),
-                String::from_utf8_lossy(want),
-                "{p}"
-            );
-        }
+        assert_same_bodies(&server, &key, &paths, &before).await;
     };
     rebuilt_equal().await;
 
