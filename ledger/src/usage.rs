@@ -327,8 +327,9 @@ impl UsageScan {
 /// The usage key and quantity of a posted usage debit, as the writer stores
 /// them beside its params on PostgreSQL (columns `usage_meter`,
 /// `usage_day`, `usage_quantity`), so a rebuild can add usage up in SQL.
-/// Taken from the entry by the fold's own [`usage_of`], so a row summed
-/// from these columns is the row the fold makes of the entry.
+/// Taken from the entry by the fold's own [`usage_terms`] (what [`usage_of`]
+/// builds its key and totals from), so a row summed from these columns is
+/// the row the fold makes of the entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageColumns {
     pub meter: String,
@@ -342,10 +343,16 @@ impl UsageColumns {
     /// params the fold could not read (the rebuild then folds it from its
     /// params, and reports it the way the fold does).
     pub fn of(entry: &StoredEntry) -> Option<UsageColumns> {
-        let (key, totals) = usage_of(entry).ok()??;
+        let source = UsageSource::from(entry);
+        if source.kind != EntryKind::UsageDebit || source.status != EntryStatus::Posted {
+            return None;
+        }
+        // The writer calls this for every entry it appends: no usage key is
+        // built (it would copy the account only to drop it).
+        let (meter, day, totals) = usage_terms(&source, params_of(&source).ok()?).ok()?;
         Some(UsageColumns {
-            meter: key.meter,
-            day: key.day.format(DAY_FORMAT).to_string(),
+            meter: meter.into_owned(),
+            day: day.format(DAY_FORMAT).to_string(),
             quantity: totals.quantity,
         })
     }
