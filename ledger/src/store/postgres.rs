@@ -3,11 +3,12 @@
 //! and the UNIQUE constraint on (tenant_id, kind, upstream_id) stays the
 //! final arbiter. Amounts are NUMERIC, bound and read as exact text.
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection, Side};
 
@@ -110,12 +111,26 @@ fn range_branch<'a>(
     q.push(" ORDER BY seq LIMIT ").push_bind(r.limit);
 }
 
+/// The connection options of `url`, with PostgreSQL's JIT compiler off
+/// unless the URL's `options` say otherwise. No statement of the request
+/// path costs enough to be compiled; the log-wide aggregates of `tally
+/// projections rebuild` and `tally verify` do, and there every process of a
+/// parallel plan compiled its expressions for ~100 ms of a ~1 s scan, more
+/// than the compiled code saved (docs/performance.md, "Session 8").
+fn connect_options(url: &str) -> Result<PgConnectOptions, LedgerError> {
+    let options = PgConnectOptions::from_str(url)?;
+    if options.get_options().is_some_and(|o| o.contains("jit")) {
+        return Ok(options);
+    }
+    Ok(options.options([("jit", "off")]))
+}
+
 impl PostgresStore {
     pub async fn connect(url: &str, pool_size: u32) -> Result<Self, LedgerError> {
         let pool = super::pool_options::<Postgres>(pool_size)
             // A database that does not answer turns into a prompt 503, not a hang.
             .acquire_timeout(Duration::from_secs(5))
-            .connect(url)
+            .connect_with(connect_options(url)?)
             .await?;
         // sqlx takes an advisory lock, so processes starting together migrate once.
         sqlx::migrate!("../migrations/postgres").run(&pool).await?;
@@ -763,5 +778,46 @@ impl GroupTransaction for PgGroup {
     async fn commit(self) -> Result<(), LedgerError> {
         self.tx.commit().await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::store::Storage;
+    use crate::test_databases::TestDb;
+
+    #[test]
+    fn jit_is_off_unless_the_url_chooses() {
+        let plain = connect_options("postgres://u@localhost/db").unwrap();
+        assert_eq!(plain.get_options(), Some("-c jit=off"));
+        let other =
+            connect_options("postgres://u@localhost/db?options=-c%20work_mem%3D8MB").unwrap();
+        assert_eq!(other.get_options(), Some("-c work_mem=8MB -c jit=off"));
+        for url in [
+            "postgres://u@localhost/db?options=-c%20jit%3Don",
+            "postgres://u@localhost/db?options[jit]=on",
+        ] {
+            let chosen = connect_options(url).unwrap();
+            assert_eq!(chosen.get_options(), Some("-c jit=on"), "{url}");
+        }
+    }
+
+    #[tokio::test]
+    async fn tally_sessions_run_without_jit() {
+        let Some(db) = TestDb::postgres(2).await else {
+            return;
+        };
+        let Storage::Postgres(store) = &db.storage else {
+            unreachable!("TestDb::postgres gives a PostgreSQL store");
+        };
+        let jit: String = sqlx::query_scalar("SHOW jit")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(jit, "off");
+        db.remove().await;
     }
 }
