@@ -132,6 +132,8 @@ async fn a_rebuild_from_the_log_equals_the_writers_balances(engine: Engine) {
         before.push(server.balance(&key, a).await);
     }
     let revenue_before = server.get("/v1/accounts/@revenue/balance", &key).await.body;
+    let ghost_before = server.get("/v1/accounts/ghost/balance", &key).await.body;
+    let rows = ledger.count("balances").await;
 
     // A projection row changed behind the ledger's back is found...
     ledger
@@ -140,6 +142,21 @@ async fn a_rebuild_from_the_log_equals_the_writers_balances(engine: Engine) {
     let (ok, out, _) = ledger.tally(&["verify"]).await;
     assert!(!ok, "{out}");
     assert!(out.contains("stored balance of b"), "{out}");
+    // ...as are a lost row, a row of an account without entries, and
+    // (SQLite stores text) a value that no longer parses...
+    ledger
+        .sql(&[
+            "DELETE FROM balances WHERE account = 'd'",
+            "INSERT INTO balances (tenant_id, account, unit, debits, credits, held) \
+             SELECT tenant_id, 'ghost', unit, debits, credits, held FROM balances \
+             WHERE account = 'a'",
+        ])
+        .await;
+    if matches!(ledger.engine, Engine::Sqlite) {
+        ledger
+            .sql(&["UPDATE balances SET held = 'none' WHERE account = 'a'"])
+            .await;
+    }
 
     // ...and a rebuild from the log restores exactly what the writer kept.
     let (ok, out, err) = ledger.tally(&["projections", "rebuild"]).await;
@@ -152,6 +169,11 @@ async fn a_rebuild_from_the_log_equals_the_writers_balances(engine: Engine) {
         server.get("/v1/accounts/@revenue/balance", &key).await.body,
         revenue_before
     );
+    assert_eq!(
+        server.get("/v1/accounts/ghost/balance", &key).await.body,
+        ghost_before
+    );
+    assert_eq!(ledger.count("balances").await, rows);
     let (ok, out, _) = ledger.tally(&["verify"]).await;
     assert!(ok, "{out}");
 }

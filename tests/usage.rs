@@ -325,6 +325,27 @@ async fn a_rebuild_yields_identical_rows(engine: Engine) {
     for (p, want) in paths.iter().zip(&before) {
         assert_eq!(&server.get(p, &key).await.body, want, "{p}");
     }
+    // Rows changed, lost, and made up behind the ledger's back: the
+    // rebuild rewrites the changed, restores the lost, drops the made up.
+    let ghost = ["/v1/accounts/ghost/usage"];
+    let ghost_before = usage_bodies(&server, &key, &ghost).await;
+    ledger
+        .sql(&[
+            "UPDATE usage_summaries SET entries = entries + 1 WHERE account = 'cust'",
+            "UPDATE usage_summaries SET quantity = '7' WHERE account = 'other'",
+            "DELETE FROM usage_summaries WHERE account = 'third' AND meter = 'a'",
+            "INSERT INTO usage_summaries \
+               (tenant_id, account, meter, day, unit, quantity, amount, entries) \
+             SELECT tenant_id, 'ghost', meter, day, unit, quantity, amount, entries \
+             FROM usage_summaries WHERE account = 'cust'",
+        ])
+        .await;
+    assert_ne!(ledger.count("usage_summaries").await, rows);
+    let (ok, out, err) = ledger.tally(&["projections", "rebuild"]).await;
+    assert!(ok, "{out} {err}");
+    assert_eq!(ledger.count("usage_summaries").await, rows);
+    assert_same_bodies(&server, &key, &paths, &before).await;
+    assert_same_bodies(&server, &key, &ghost, &ghost_before).await;
     let (ok, out, _) = ledger.tally(&["verify"]).await;
     assert!(ok, "{out}");
 }

@@ -449,6 +449,11 @@ impl UsageFold {
         self.totals.get(key)
     }
 
+    /// Sets `key`'s totals, whatever they were.
+    pub fn insert(&mut self, key: UsageKey, totals: UsageTotals) {
+        self.totals.insert(key, totals);
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&UsageKey, &UsageTotals)> {
         self.totals.iter()
     }

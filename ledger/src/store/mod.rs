@@ -4,6 +4,7 @@
 //! its own file; the shape of a group transaction is shared in [`group`], so
 //! both engines run the very same decision code.
 
+mod changes;
 mod group;
 mod memory;
 mod postgres;

@@ -12,6 +12,7 @@ use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection, Side};
 
+use super::changes::{balance_changes, StoredBalance};
 use super::group::GroupTransaction;
 use super::memory::Fence;
 use super::{
@@ -399,6 +400,7 @@ impl PostgresStore {
     }
 
     pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
+        let started = std::time::Instant::now();
         let mut group = self.begin_group().await?;
         let head = group.lock_head(tenant).await?.head;
         // Writers must not trust balances they remember across this rewrite.
@@ -485,17 +487,55 @@ impl PostgresStore {
             merge_postings(&mut log.balances, &part)?;
         }
         let projection = log.balances;
-        sqlx::query("DELETE FROM balances WHERE tenant_id = $1")
+        let folded = started.elapsed();
+        // Only the rows that differ are written (store/changes.rs); the
+        // head lock keeps every writer of balances out meanwhile.
+        let stored = sqlx::query(
+            "SELECT account, unit, debits::text, credits::text, held::text \
+             FROM balances WHERE tenant_id = $1",
+        )
+        .bind(tenant)
+        .fetch_all(&mut *group.tx)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(StoredBalance {
+                account: r.try_get(0)?,
+                unit: r.try_get(1)?,
+                debits: r.try_get(2)?,
+                credits: r.try_get(3)?,
+                held: r.try_get(4)?,
+            })
+        })
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let changes = balance_changes(&stored, &projection);
+        if !changes.remove.is_empty() {
+            let (accounts, units): (Vec<&str>, Vec<&str>) = changes
+                .remove
+                .iter()
+                .map(|(a, u)| (a.as_str(), u.as_str()))
+                .unzip();
+            sqlx::query(
+                "DELETE FROM balances b USING UNNEST($2::text[], $3::text[]) AS k(account, unit) \
+                 WHERE b.tenant_id = $1 AND b.account = k.account AND b.unit = k.unit",
+            )
             .bind(tenant)
+            .bind(&accounts)
+            .bind(&units)
             .execute(&mut *group.tx)
             .await?;
-        let rows: Vec<(&str, &str, AccountBalance)> = projection
-            .iter()
-            .map(|(a, u, b)| (a, u, b.clone()))
-            .collect();
-        group.write_balances(tenant, &rows).await?;
+        }
+        group.write_balances(tenant, &changes.write).await?;
         group.commit().await?;
-        Ok((head.seq, rows.len()))
+        tracing::debug!(
+            tenant,
+            fold_ms = folded.as_secs_f64() * 1e3,
+            write_ms = (started.elapsed() - folded).as_secs_f64() * 1e3,
+            written = changes.write.len(),
+            removed = changes.remove.len(),
+            "balances rebuilt"
+        );
+        Ok((head.seq, projection.len()))
     }
 }
 

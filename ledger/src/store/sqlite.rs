@@ -13,6 +13,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSyn
 use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection, Side};
 
+use super::changes::{balance_changes, StoredBalance};
 use super::group::GroupTransaction;
 use super::memory::Fence;
 use super::{
@@ -493,6 +494,7 @@ impl SqliteStore {
     }
 
     pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
+        let started = std::time::Instant::now();
         let mut group = self.begin_group().await?;
         let head = group.lock_head(tenant).await?.head;
         // Writers must not trust balances they remember across this rewrite.
@@ -551,18 +553,49 @@ impl SqliteStore {
         }
         drop(rows);
         let projection = log.balances;
-        tracing::debug!(tenant, folded, "balances folded from the log");
-        sqlx::query("DELETE FROM balances WHERE tenant_id = ?")
-            .bind(tenant)
-            .execute(&mut *group.tx)
-            .await?;
-        let rows: Vec<(&str, &str, AccountBalance)> = projection
-            .iter()
-            .map(|(a, u, b)| (a, u, b.clone()))
-            .collect();
-        group.write_balances(tenant, &rows).await?;
+        let fold_time = started.elapsed();
+        // Only the rows that differ are written (store/changes.rs); the
+        // head lock keeps every writer of balances out meanwhile. Cast:
+        // a damaged row of another type still reads, and is rewritten.
+        let stored = sqlx::query(
+            "SELECT account, unit, CAST(debits AS TEXT), CAST(credits AS TEXT), \
+             CAST(held AS TEXT) FROM balances WHERE tenant_id = ?",
+        )
+        .bind(tenant)
+        .fetch_all(&mut *group.tx)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(StoredBalance {
+                account: r.try_get(0)?,
+                unit: r.try_get(1)?,
+                debits: r.try_get(2)?,
+                credits: r.try_get(3)?,
+                held: r.try_get(4)?,
+            })
+        })
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let changes = balance_changes(&stored, &projection);
+        for chunk in changes.remove.chunks(ROWS_PER_INSERT) {
+            let mut q = QueryBuilder::<Sqlite>::new("DELETE FROM balances WHERE tenant_id = ");
+            q.push_bind(tenant).push(" AND (account, unit) IN ");
+            q.push_tuples(chunk, |mut b, (account, unit)| {
+                b.push_bind(account).push_bind(unit);
+            });
+            q.build().execute(&mut *group.tx).await?;
+        }
+        group.write_balances(tenant, &changes.write).await?;
         group.commit().await?;
-        Ok((head.seq, rows.len()))
+        tracing::debug!(
+            tenant,
+            folded,
+            fold_ms = fold_time.as_secs_f64() * 1e3,
+            write_ms = (started.elapsed() - fold_time).as_secs_f64() * 1e3,
+            written = changes.write.len(),
+            removed = changes.remove.len(),
+            "balances rebuilt"
+        );
+        Ok((head.seq, projection.len()))
     }
 }
 

@@ -20,6 +20,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use futures_util::TryStreamExt;
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 
+use super::changes::{usage_changes, StoredUsage};
 use super::{join_folds, parse_decimal, rebuild_ranges, Storage, LOG_PAGE};
 use crate::amount::canonical;
 use crate::entry::EntryStatus;
@@ -270,6 +271,30 @@ async fn sum_usage_columns(
         fold.add(key, &totals)?;
     }
     Ok(fold)
+}
+
+/// Stored usage rows selected as (account, meter, day, unit, quantity
+/// text, amount text, entries).
+fn stored_usage_rows<'r, R>(rows: &'r [R]) -> Result<Vec<StoredUsage>, LedgerError>
+where
+    R: Row,
+    usize: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    rows.iter()
+        .map(|r| {
+            Ok(StoredUsage {
+                account: r.try_get(0)?,
+                meter: r.try_get(1)?,
+                day: r.try_get(2)?,
+                unit: r.try_get(3)?,
+                quantity: r.try_get(4)?,
+                amount: r.try_get(5)?,
+                entries: r.try_get(6)?,
+            })
+        })
+        .collect()
 }
 
 fn day_text(day: NaiveDate) -> String {
@@ -712,8 +737,11 @@ impl Storage {
         tenant: &str,
         expected: Option<i64>,
         to: i64,
-        fold: &UsageFold,
+        mut fold: &UsageFold,
     ) -> Result<Written, LedgerError> {
+        // A rebuild (`expected` None) writes only the rows that differ from
+        // what is stored (store/changes.rs): these.
+        let replaced: UsageFold;
         match self {
             Storage::Sqlite(s) => {
                 // SQLite cannot add decimal text exactly: the touched rows are
@@ -788,10 +816,31 @@ impl Storage {
                     }
                     Some(_) => {}
                     None => {
-                        sqlx::query("DELETE FROM usage_summaries WHERE tenant_id = ?")
-                            .bind(tenant)
-                            .execute(&mut *tx)
-                            .await?;
+                        let stored = sqlx::query(
+                            "SELECT account, meter, day, unit, CAST(quantity AS TEXT), \
+                             CAST(amount AS TEXT), CAST(entries AS INTEGER) \
+                             FROM usage_summaries WHERE tenant_id = ?",
+                        )
+                        .bind(tenant)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                        let changes = usage_changes(stored_usage_rows(&stored)?, fold);
+                        for chunk in changes.remove.chunks(USAGE_ROWS_PER_INSERT / 4) {
+                            let mut b = QueryBuilder::<sqlx::Sqlite>::new(
+                                "DELETE FROM usage_summaries WHERE tenant_id = ",
+                            );
+                            b.push_bind(tenant)
+                                .push(" AND (account, meter, day, unit) IN ");
+                            b.push_tuples(chunk, |mut t, [account, meter, day, unit]| {
+                                t.push_bind(account)
+                                    .push_bind(meter)
+                                    .push_bind(day)
+                                    .push_bind(unit);
+                            });
+                            b.build().execute(&mut *tx).await?;
+                        }
+                        replaced = changes.write;
+                        fold = &replaced;
                     }
                 }
                 let mut sums: Vec<(&UsageKey, UsageTotals)> = Vec::with_capacity(fold.len());
@@ -856,10 +905,38 @@ impl Storage {
                     }
                     Some(_) => {}
                     None => {
-                        sqlx::query("DELETE FROM usage_summaries WHERE tenant_id = $1")
+                        let stored = sqlx::query(
+                            "SELECT account, meter, day, unit, quantity::text, amount::text, \
+                             entries FROM usage_summaries WHERE tenant_id = $1",
+                        )
+                        .bind(tenant)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                        let changes = usage_changes(stored_usage_rows(&stored)?, fold);
+                        if !changes.remove.is_empty() {
+                            let column = |i: usize| {
+                                changes
+                                    .remove
+                                    .iter()
+                                    .map(|k| k[i].as_str())
+                                    .collect::<Vec<&str>>()
+                            };
+                            sqlx::query(
+                                "DELETE FROM usage_summaries u USING UNNEST($2::text[], \
+                                   $3::text[], $4::text[], $5::text[]) AS k(account, meter, day, unit) \
+                                 WHERE u.tenant_id = $1 AND u.account = k.account \
+                                   AND u.meter = k.meter AND u.day = k.day AND u.unit = k.unit",
+                            )
                             .bind(tenant)
+                            .bind(column(0))
+                            .bind(column(1))
+                            .bind(column(2))
+                            .bind(column(3))
                             .execute(&mut *tx)
                             .await?;
+                        }
+                        replaced = changes.write;
+                        fold = &replaced;
                     }
                 }
                 // NUMERIC adds exactly: the database adds each delta to its row.

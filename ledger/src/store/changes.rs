@@ -1,0 +1,232 @@
+//! What a rebuild writes: the projection rows that differ from the fold of
+//! the log, and no others.
+//!
+//! A rebuild used to delete every row of the tenant and insert each one
+//! again: for 10,000 balances ~0.2 s of a ~1.5 s rebuild on PostgreSQL, and
+//! as many dead rows left for VACUUM. It now reads the stored rows (under
+//! the same lock it writes with), compares each with the fold, writes the
+//! rows that differ or are missing and deletes the rows the fold has not.
+//! A sound ledger's rebuild rewrites nothing; a damaged row, even one that
+//! no longer parses, is rewritten. Values compare as numbers: `1.50` and
+//! `1.5` are the same balance (every read parses them).
+
+use std::collections::HashSet;
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+use tally_projections::{AccountBalance, BalanceProjection};
+
+use crate::amount::parse_exact;
+#[cfg(test)]
+use crate::usage::UsageTotals;
+use crate::usage::{UsageFold, UsageKey, DAY_FORMAT};
+
+/// A stored balance row, read as text.
+pub(crate) struct StoredBalance {
+    pub account: String,
+    pub unit: String,
+    pub debits: String,
+    pub credits: String,
+    pub held: String,
+}
+
+pub(crate) struct BalanceChanges<'a> {
+    /// Rows that differ from the fold, or that the table lacks.
+    pub write: Vec<(&'a str, &'a str, AccountBalance)>,
+    /// (account, unit) of stored rows the fold has not.
+    pub remove: Vec<(String, String)>,
+}
+
+pub(crate) fn balance_changes<'a>(
+    stored: &[StoredBalance],
+    fold: &'a BalanceProjection,
+) -> BalanceChanges<'a> {
+    let mut same = HashSet::with_capacity(stored.len());
+    let mut remove = Vec::new();
+    for row in stored {
+        match fold.get(&row.account, &row.unit) {
+            None => remove.push((row.account.clone(), row.unit.clone())),
+            Some(b) => {
+                if equal(&row.debits, b.debits)
+                    && equal(&row.credits, b.credits)
+                    && equal(&row.held, b.held)
+                {
+                    same.insert((row.account.as_str(), row.unit.as_str()));
+                }
+            }
+        }
+    }
+    let write = fold
+        .iter()
+        .filter(|(account, unit, _)| !same.contains(&(*account, *unit)))
+        .map(|(account, unit, b)| (account, unit, b.clone()))
+        .collect();
+    BalanceChanges { write, remove }
+}
+
+/// A stored usage summary row, its key and totals read as text.
+pub(crate) struct StoredUsage {
+    pub account: String,
+    pub meter: String,
+    pub day: String,
+    pub unit: String,
+    pub quantity: String,
+    pub amount: String,
+    pub entries: i64,
+}
+
+pub(crate) struct UsageChanges {
+    /// Rows that differ from the fold, or that the table lacks.
+    pub write: UsageFold,
+    /// Keys (account, meter, day, unit, as stored) of the rows to delete
+    /// before `write` is inserted: those that differ and those the fold has
+    /// not.
+    pub remove: Vec<[String; 4]>,
+}
+
+pub(crate) fn usage_changes(stored: Vec<StoredUsage>, fold: &UsageFold) -> UsageChanges {
+    let mut same = HashSet::with_capacity(stored.len());
+    let mut remove = Vec::new();
+    for row in stored {
+        let key = NaiveDate::parse_from_str(&row.day, DAY_FORMAT)
+            .ok()
+            .map(|day| UsageKey {
+                account: row.account.clone(),
+                meter: row.meter.clone(),
+                day,
+                unit: row.unit.clone(),
+            });
+        let unchanged = key.as_ref().and_then(|k| fold.get(k)).is_some_and(|t| {
+            equal(&row.quantity, t.quantity)
+                && equal(&row.amount, t.amount)
+                && row.entries == t.entries
+        });
+        match key {
+            Some(key) if unchanged => {
+                same.insert(key);
+            }
+            _ => remove.push([row.account, row.meter, row.day, row.unit]),
+        }
+    }
+    let mut write = UsageFold::new();
+    for (key, totals) in fold.iter() {
+        if !same.contains(key) {
+            write.insert(key.clone(), totals.clone());
+        }
+    }
+    UsageChanges { write, remove }
+}
+
+fn equal(stored: &str, value: Decimal) -> bool {
+    parse_exact(stored, false).is_ok_and(|d| d == value)
+}
+
+/// What a stored usage row would hold for `totals` (tests).
+#[cfg(test)]
+fn stored_usage(key: &UsageKey, totals: &UsageTotals) -> StoredUsage {
+    StoredUsage {
+        account: key.account.clone(),
+        meter: key.meter.clone(),
+        day: key.day.format(DAY_FORMAT).to_string(),
+        unit: key.unit.clone(),
+        quantity: totals.quantity.to_string(),
+        amount: totals.amount.to_string(),
+        entries: totals.entries,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use tally_projections::Side;
+
+    fn dec(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    fn stored_balance(account: &str, debits: &str, credits: &str, held: &str) -> StoredBalance {
+        StoredBalance {
+            account: account.into(),
+            unit: "USD".into(),
+            debits: debits.into(),
+            credits: credits.into(),
+            held: held.into(),
+        }
+    }
+
+    #[test]
+    fn only_differing_missing_and_extra_balances_are_touched() {
+        let mut fold = BalanceProjection::new();
+        for (account, debit) in [
+            ("same", "1.5"),
+            ("scale", "2"),
+            ("changed", "3"),
+            ("missing", "4"),
+            ("broken", "5"),
+        ] {
+            fold.add(account, "USD", Side::Debit, dec(debit)).unwrap();
+        }
+        let stored = [
+            stored_balance("same", "1.5", "0", "0"),
+            stored_balance("scale", "2.00", "0.0", "0"),
+            stored_balance("changed", "3", "0.01", "0"),
+            stored_balance("broken", "five", "0", "0"),
+            stored_balance("extra", "9", "0", "0"),
+        ];
+        let changes = balance_changes(&stored, &fold);
+        let mut written: Vec<&str> = changes.write.iter().map(|(a, _, _)| *a).collect();
+        written.sort_unstable();
+        assert_eq!(written, ["broken", "changed", "missing"]);
+        let changed = changes
+            .write
+            .iter()
+            .find(|(a, _, _)| *a == "changed")
+            .unwrap();
+        assert_eq!(changed.2.debits, dec("3"));
+        assert_eq!(changed.2.credits, Decimal::ZERO);
+        assert_eq!(changes.remove, [("extra".to_owned(), "USD".to_owned())]);
+    }
+
+    #[test]
+    fn only_differing_missing_and_extra_usage_rows_are_touched() {
+        let key = |account: &str| UsageKey {
+            account: account.into(),
+            meter: "m".into(),
+            day: NaiveDate::from_ymd_opt(2026, 11, 30).unwrap(),
+            unit: "USD".into(),
+        };
+        let totals = |q: &str, entries| UsageTotals {
+            quantity: dec(q),
+            amount: dec("0.5"),
+            entries,
+        };
+        let mut fold = UsageFold::new();
+        for account in ["same", "count", "missing", "badday"] {
+            fold.insert(key(account), totals("2", 3));
+        }
+        let mut stored = vec![
+            stored_usage(&key("same"), &totals("2.0", 3)),
+            stored_usage(&key("count"), &totals("2", 4)),
+            stored_usage(&key("extra"), &totals("2", 3)),
+        ];
+        let mut bad_day = stored_usage(&key("badday"), &totals("2", 3));
+        bad_day.day = "30/11/2026".into();
+        stored.push(bad_day);
+        let changes = usage_changes(stored, &fold);
+        let written: Vec<&str> = changes
+            .write
+            .iter()
+            .map(|(k, _)| k.account.as_str())
+            .collect();
+        assert_eq!(written, ["badday", "count", "missing"]);
+        assert_eq!(changes.write.get(&key("count")), Some(&totals("2", 3)));
+        let removed: Vec<&str> = changes.remove.iter().map(|k| k[0].as_str()).collect();
+        assert_eq!(removed, ["count", "extra", "badday"]);
+        assert_eq!(
+            changes.remove[2][2], "30/11/2026",
+            "removed by the key as stored"
+        );
+    }
+}
