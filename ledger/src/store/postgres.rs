@@ -425,19 +425,28 @@ impl PostgresStore {
         // summarised (with them the usage key's statistics object, migration
         // 0005, which the usage rebuild's plan needs): on 1,000,000 entries
         // 0.20 s instead of 0.44 s for every column (the wide ones, params
-        // and hashes, cost the most and no plan here uses them); autovacuum
-        // still analyses the whole table in its time.
+        // and hashes, cost the most and no plan here uses them). The sample
+        // is the smallest PostgreSQL takes (statistics target 10: 3,000 rows
+        // instead of 30,000): the plans need the row count and a rough count
+        // of accounts, not fine histograms, and on 1,255,674 entries it took
+        // 38 ms instead of 628 ms. Autovacuum, or an operator's ANALYZE,
+        // replaces these coarse statistics with full ones in its time.
         let estimated: f32 =
             sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE oid = 'entries'::regclass")
                 .fetch_one(&self.pool)
                 .await?;
         if f64::from(estimated) < head.seq as f64 / 2.0 {
+            let mut analyse = self.pool.begin().await?;
+            sqlx::query("SET LOCAL default_statistics_target = 10")
+                .execute(&mut *analyse)
+                .await?;
             sqlx::query(
                 "ANALYZE entries (tenant_id, seq, status, kind, debit_account, credit_account, \
                  unit, account, usage_meter, usage_day)",
             )
-            .execute(&self.pool)
+            .execute(&mut *analyse)
             .await?;
+            analyse.commit().await?;
         }
         let mut log = LogFold::new();
         let tasks = [
