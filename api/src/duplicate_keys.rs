@@ -4,36 +4,93 @@
 //! last one. For a ledger `{"amount": "1", "amount": "100"}` is ambiguous, so
 //! it is refused (422) rather than silently read as 100.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
-use std::fmt;
+use std::fmt::{self, Write as _};
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Walks a JSON document and fails on the first object with a repeated key,
 /// naming the key (dotted from the root, e.g. `metadata.model`).
+///
+/// Every mutation body passes here before it is parsed, so the walk
+/// allocates as little as it can: keys are borrowed from the body unless
+/// escaped, and a key's path is spelled out only once it is found repeated.
 pub fn find_duplicate_key(bytes: &[u8]) -> Option<String> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let root = Check {
-        path: String::new(),
-    };
-    match root.deserialize(&mut de) {
-        Ok(()) => None,
-        Err(e) => e.to_string().strip_prefix(PREFIX).map(|rest| {
-            // serde_json appends " at line L column C"; keep only the path.
-            rest.rsplit_once(" at line ")
-                .map_or(rest, |(p, _)| p)
-                .to_owned()
-        }),
+    let mut found = None;
+    // An error is either the repeated key (then `found` names it) or
+    // malformed JSON, which is not this check's business.
+    let _ = Check {
+        at: &At::Root,
+        found: &mut found,
+    }
+    .deserialize(&mut de);
+    found
+}
+
+/// Where a value sits, as a chain to the root (spelled out on demand).
+enum At<'p> {
+    Root,
+    Key(&'p At<'p>, &'p str),
+    Index(&'p At<'p>, usize),
+}
+
+impl At<'_> {
+    fn spell(&self, out: &mut String) {
+        match self {
+            At::Root => {}
+            At::Key(parent, key) => {
+                parent.spell(out);
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            At::Index(parent, i) => {
+                parent.spell(out);
+                // Writing to a String cannot fail.
+                let _ = write!(out, "[{i}]");
+            }
+        }
     }
 }
 
-const PREFIX: &str = "duplicate key: ";
+/// A key, borrowed from the body when it holds no escape.
+struct Key<'de>(Cow<'de, str>);
 
-struct Check {
-    path: String,
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
 }
 
-impl<'de> DeserializeSeed<'de> for Check {
+/// Objects up to this many keys are checked by comparing keys; larger ones
+/// through a hash set (a body of 1 MiB may hold ~100,000 keys).
+const COMPARED_KEYS: usize = 32;
+
+struct Check<'a, 'p> {
+    at: &'p At<'p>,
+    found: &'a mut Option<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for Check<'_, '_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -41,7 +98,7 @@ impl<'de> DeserializeSeed<'de> for Check {
     }
 }
 
-impl<'de> Visitor<'de> for Check {
+impl<'de> Visitor<'de> for Check<'_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -49,26 +106,46 @@ impl<'de> Visitor<'de> for Check {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let path = if self.path.is_empty() {
-                key.clone()
-            } else {
-                format!("{}.{key}", self.path)
+        let Check { at, found } = self;
+        let mut seen: Vec<Cow<'de, str>> = Vec::new();
+        let mut many: Option<HashSet<Cow<'de, str>>> = None;
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            let repeated = match &mut many {
+                Some(set) => set.contains(&key),
+                None => seen.contains(&key),
             };
-            if !seen.insert(key) {
-                return Err(de::Error::custom(format!("{PREFIX}{path}")));
+            if repeated {
+                let mut path = String::new();
+                At::Key(at, &key).spell(&mut path);
+                *found = Some(path);
+                return Err(de::Error::custom("duplicate key"));
             }
-            map.next_value_seed(Check { path })?;
+            map.next_value_seed(Check {
+                at: &At::Key(at, &key),
+                found: &mut *found,
+            })?;
+            match &mut many {
+                Some(set) => {
+                    set.insert(key);
+                }
+                None if seen.len() < COMPARED_KEYS => seen.push(key),
+                None => {
+                    let mut set: HashSet<Cow<'de, str>> = seen.drain(..).collect();
+                    set.insert(key);
+                    many = Some(set);
+                }
+            }
         }
         Ok(())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let Check { at, found } = self;
         let mut i = 0;
         while seq
             .next_element_seed(Check {
-                path: format!("{}[{i}]", self.path),
+                at: &At::Index(at, i),
+                found: &mut *found,
             })?
             .is_some()
         {
@@ -126,5 +203,33 @@ mod tests {
         );
         // Malformed JSON is not this check's business.
         assert_eq!(find_duplicate_key(b"{not json"), None);
+        // Escaped keys compare by what they spell; paths name them so.
+        assert_eq!(
+            find_duplicate_key(br#"{"a\u0062":1,"ab":2}"#).as_deref(),
+            Some("ab")
+        );
+        assert_eq!(
+            find_duplicate_key(br#"[{"x":[0,{"y":1,"y":1}]}]"#).as_deref(),
+            Some("[0].x[1].y")
+        );
+    }
+
+    #[test]
+    fn large_objects_are_checked_through_a_set() {
+        for repeat in [0, 5, 31, 32, 33, 199] {
+            let mut body = String::from("{");
+            for i in 0..200 {
+                body.push_str(&format!("\"k{i}\":{i},"));
+            }
+            body.push_str(&format!("\"k{repeat}\":0}}"));
+            assert_eq!(
+                find_duplicate_key(body.as_bytes()).as_deref(),
+                Some(format!("k{repeat}").as_str()),
+                "{repeat}"
+            );
+        }
+        let distinct: String = (0..200).map(|i| format!("\"k{i}\":{i},")).collect();
+        let distinct = format!("{{{}\"last\":0}}", distinct);
+        assert_eq!(find_duplicate_key(distinct.as_bytes()), None);
     }
 }
