@@ -14,12 +14,14 @@ use std::collections::HashSet;
 
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
+use sqlx::{ColumnIndex, Decode, Row, Type};
 use tally_projections::{AccountBalance, BalanceProjection};
 
 use crate::amount::parse_exact;
 #[cfg(test)]
 use crate::usage::UsageTotals;
 use crate::usage::{UsageFold, UsageKey, DAY_FORMAT};
+use crate::LedgerError;
 
 /// A stored balance row, read as text.
 pub(crate) struct StoredBalance {
@@ -28,6 +30,28 @@ pub(crate) struct StoredBalance {
     pub debits: String,
     pub credits: String,
     pub held: String,
+}
+
+impl StoredBalance {
+    /// Rows selected as (account, unit, debits, credits, held), all text.
+    pub fn from_rows<'r, R>(rows: &'r [R]) -> Result<Vec<StoredBalance>, LedgerError>
+    where
+        R: Row,
+        usize: ColumnIndex<R>,
+        String: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        rows.iter()
+            .map(|r| {
+                Ok(StoredBalance {
+                    account: r.try_get(0)?,
+                    unit: r.try_get(1)?,
+                    debits: r.try_get(2)?,
+                    credits: r.try_get(3)?,
+                    held: r.try_get(4)?,
+                })
+            })
+            .collect()
+    }
 }
 
 pub(crate) struct BalanceChanges<'a> {
@@ -73,6 +97,32 @@ pub(crate) struct StoredUsage {
     pub quantity: String,
     pub amount: String,
     pub entries: i64,
+}
+
+impl StoredUsage {
+    /// Rows selected as (account, meter, day, unit, quantity, amount — all
+    /// text — and entries).
+    pub fn from_rows<'r, R>(rows: &'r [R]) -> Result<Vec<StoredUsage>, LedgerError>
+    where
+        R: Row,
+        usize: ColumnIndex<R>,
+        String: Decode<'r, R::Database> + Type<R::Database>,
+        i64: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        rows.iter()
+            .map(|r| {
+                Ok(StoredUsage {
+                    account: r.try_get(0)?,
+                    meter: r.try_get(1)?,
+                    day: r.try_get(2)?,
+                    unit: r.try_get(3)?,
+                    quantity: r.try_get(4)?,
+                    amount: r.try_get(5)?,
+                    entries: r.try_get(6)?,
+                })
+            })
+            .collect()
+    }
 }
 
 pub(crate) struct UsageChanges {

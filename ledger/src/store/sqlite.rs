@@ -563,18 +563,8 @@ impl SqliteStore {
         )
         .bind(tenant)
         .fetch_all(&mut *group.tx)
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(StoredBalance {
-                account: r.try_get(0)?,
-                unit: r.try_get(1)?,
-                debits: r.try_get(2)?,
-                credits: r.try_get(3)?,
-                held: r.try_get(4)?,
-            })
-        })
-        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        .await?;
+        let stored = StoredBalance::from_rows(&stored)?;
         let changes = balance_changes(&stored, &projection);
         for chunk in changes.remove.chunks(ROWS_PER_INSERT) {
             let mut q = QueryBuilder::<Sqlite>::new("DELETE FROM balances WHERE tenant_id = ");

@@ -273,30 +273,6 @@ async fn sum_usage_columns(
     Ok(fold)
 }
 
-/// Stored usage rows selected as (account, meter, day, unit, quantity
-/// text, amount text, entries).
-fn stored_usage_rows<'r, R>(rows: &'r [R]) -> Result<Vec<StoredUsage>, LedgerError>
-where
-    R: Row,
-    usize: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-{
-    rows.iter()
-        .map(|r| {
-            Ok(StoredUsage {
-                account: r.try_get(0)?,
-                meter: r.try_get(1)?,
-                day: r.try_get(2)?,
-                unit: r.try_get(3)?,
-                quantity: r.try_get(4)?,
-                amount: r.try_get(5)?,
-                entries: r.try_get(6)?,
-            })
-        })
-        .collect()
-}
-
 fn day_text(day: NaiveDate) -> String {
     day.format(DAY_FORMAT).to_string()
 }
@@ -824,7 +800,7 @@ impl Storage {
                         .bind(tenant)
                         .fetch_all(&mut *tx)
                         .await?;
-                        let changes = usage_changes(stored_usage_rows(&stored)?, fold);
+                        let changes = usage_changes(StoredUsage::from_rows(&stored)?, fold);
                         for chunk in changes.remove.chunks(USAGE_ROWS_PER_INSERT / 4) {
                             let mut b = QueryBuilder::<sqlx::Sqlite>::new(
                                 "DELETE FROM usage_summaries WHERE tenant_id = ",
@@ -912,7 +888,7 @@ impl Storage {
                         .bind(tenant)
                         .fetch_all(&mut *tx)
                         .await?;
-                        let changes = usage_changes(stored_usage_rows(&stored)?, fold);
+                        let changes = usage_changes(StoredUsage::from_rows(&stored)?, fold);
                         if !changes.remove.is_empty() {
                             let column = |i: usize| {
                                 changes
