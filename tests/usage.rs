@@ -18,6 +18,7 @@ engine_tests!(
     two_servers_projecting_one_database_never_double_count,
     bad_query_parameters_are_refused,
     a_reversal_of_a_usage_debit_subtracts_it,
+    rebuild_adds_usage_columns_and_params_alike,
 );
 
 fn usage_debit(id: &str, account: &str, amount: &str, extra: Value) -> Value {
@@ -527,17 +528,13 @@ async fn a_reversal_of_a_usage_debit_subtracts_it(engine: Engine) {
     );
 }
 
-/// PostgreSQL stores each posted usage debit's usage key and quantity in
-/// columns beside its params, and the rebuild adds those up in SQL; usage
-/// debits stored without them (appended before migration 0005) are folded
-/// from params as before. Both give the projector's rows exactly, and
-/// `tally verify`, which folds params, catches a column that disagrees.
-/// (SQLite keeps no such columns: its rebuild folds params, covered above.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_rebuild_adds_usage_columns_and_params_alike() {
-    let Some(engine) = Engine::postgres() else {
-        return;
-    };
+/// The writer stores each posted usage debit's usage key and quantity in
+/// columns beside its params, and the rebuild adds those up (in SQL on
+/// PostgreSQL, from short packed columns on SQLite); usage debits stored
+/// without them (appended before migration 0005) are folded from params as
+/// before. Both give the projector's rows exactly, and `tally verify`,
+/// which folds params, catches a column that disagrees.
+async fn rebuild_adds_usage_columns_and_params_alike(engine: Engine) {
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", "post,read").await;
     let server = ledger.server().await;
@@ -562,13 +559,13 @@ async fn postgres_rebuild_adds_usage_columns_and_params_alike() {
     assert_eq!(ledger.count("entries WHERE usage_day IS NOT NULL").await, 7);
     assert_eq!(
         ledger
-            .count("entries WHERE usage_day = '2026-11-30' AND usage_meter = 'llm-tokens' AND usage_quantity = 250")
+            .count("entries WHERE usage_day = '2026-11-30' AND usage_meter = 'llm-tokens' AND usage_quantity = '250'")
             .await,
         1
     );
     assert_eq!(
         ledger
-            .count("entries WHERE upstream_id = 'u5' AND usage_meter = '' AND usage_quantity = 0")
+            .count("entries WHERE upstream_id = 'u5' AND usage_meter = '' AND usage_quantity = '0'")
             .await,
         1
     );
@@ -583,14 +580,32 @@ async fn postgres_rebuild_adds_usage_columns_and_params_alike() {
 
     // Entries from before the columns existed: some of each day and meter,
     // and the reversed one.
-    ledger
-        .sql(&[
-            "ALTER TABLE entries DISABLE TRIGGER entries_append_only",
-            "UPDATE entries SET usage_meter = NULL, usage_day = NULL, usage_quantity = NULL \
-             WHERE upstream_id IN ('u1', 'u3', 'u5', 'u7')",
-            "ALTER TABLE entries ENABLE TRIGGER entries_append_only",
-        ])
-        .await;
+    let behind_tallys_back = |update: &'static str| {
+        let ledger = &ledger;
+        async move {
+            match ledger.engine {
+                Engine::Sqlite => {
+                    ledger
+                        .sql(&["DROP TRIGGER IF EXISTS entries_append_only_update", update])
+                        .await
+                }
+                Engine::Postgres { .. } => {
+                    ledger
+                        .sql(&[
+                            "ALTER TABLE entries DISABLE TRIGGER entries_append_only",
+                            update,
+                            "ALTER TABLE entries ENABLE TRIGGER entries_append_only",
+                        ])
+                        .await
+                }
+            }
+        }
+    };
+    behind_tallys_back(
+        "UPDATE entries SET usage_meter = NULL, usage_day = NULL, usage_quantity = NULL \
+         WHERE upstream_id IN ('u1', 'u3', 'u5', 'u7')",
+    )
+    .await;
     assert_eq!(ledger.count("entries WHERE usage_day IS NOT NULL").await, 3);
     rebuilt_equal().await;
     let (ok, out, _) = ledger.tally(&["verify"]).await;
@@ -605,13 +620,7 @@ async fn postgres_rebuild_adds_usage_columns_and_params_alike() {
 
     // A column changed behind tally's back: the rebuild sums it, verify
     // (which reads params) says the summary is wrong.
-    ledger
-        .sql(&[
-            "ALTER TABLE entries DISABLE TRIGGER entries_append_only",
-            "UPDATE entries SET usage_quantity = 999 WHERE upstream_id = 'u6'",
-            "ALTER TABLE entries ENABLE TRIGGER entries_append_only",
-        ])
-        .await;
+    behind_tallys_back("UPDATE entries SET usage_quantity = '999' WHERE upstream_id = 'u6'").await;
     let (ok, out, err) = ledger.tally(&["projections", "rebuild"]).await;
     assert!(ok, "{out} {err}");
     let (ok, out, _) = ledger.tally(&["verify"]).await;

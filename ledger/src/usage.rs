@@ -290,18 +290,30 @@ impl UsageScan {
         params: UsageParams<'_>,
     ) -> Result<(), LedgerError> {
         let (meter, day, totals) = usage_terms(source, params)?;
+        self.add_to_key(source.account, &meter, day, source.unit, &totals)
+    }
+
+    /// Adds `totals` to the row of one usage key, given by its parts.
+    pub fn add_to_key(
+        &mut self,
+        account: &str,
+        meter: &str,
+        day: NaiveDate,
+        unit: &str,
+        totals: &UsageTotals,
+    ) -> Result<(), LedgerError> {
         let probe = &mut self.probe;
         probe.account.clear();
-        probe.account.push_str(source.account);
+        probe.account.push_str(account);
         probe.meter.clear();
-        probe.meter.push_str(&meter);
+        probe.meter.push_str(meter);
         probe.day = day;
         probe.unit.clear();
-        probe.unit.push_str(source.unit);
+        probe.unit.push_str(unit);
         match self.totals.get_mut(probe) {
-            Some(slot) => *slot = slot.checked_add(&totals)?,
+            Some(slot) => *slot = slot.checked_add(totals)?,
             None => {
-                self.totals.insert(probe.clone(), totals);
+                self.totals.insert(probe.clone(), totals.clone());
             }
         }
         Ok(())
@@ -325,7 +337,7 @@ impl UsageScan {
 }
 
 /// The usage key and quantity of a posted usage debit, as the writer stores
-/// them beside its params on PostgreSQL (columns `usage_meter`,
+/// them beside its params (columns `usage_meter`,
 /// `usage_day`, `usage_quantity`), so a rebuild can add usage up in SQL.
 /// Taken from the entry by the fold's own [`usage_terms`] (what [`usage_of`]
 /// builds its key and totals from), so a row summed from these columns is

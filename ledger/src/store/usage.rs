@@ -21,7 +21,7 @@ use futures_util::TryStreamExt;
 use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 
 use super::changes::{usage_changes, StoredUsage};
-use super::{join_folds, parse_decimal, rebuild_ranges, Storage, LOG_PAGE};
+use super::{join_folds, parse_decimal, rebuild_ranges, split_range, Storage, LOG_PAGE};
 use crate::amount::canonical;
 use crate::entry::EntryStatus;
 use crate::intent::EntryKind;
@@ -116,14 +116,99 @@ const USAGE_SOURCES: &str =
 /// Seq window SQLite packs into one JSON array for the usage fold.
 const SQLITE_USAGE_WINDOW: i64 = 16384;
 
-/// The rows of [`USAGE_SOURCES`] in one seq window, packed. `->` yields the
-/// parameter as JSON (absent: null), so the fold sees a number as a number,
-/// exactly as it would parsing `params` itself.
-const SQLITE_USAGE_WINDOW_SQL: &str = "SELECT json_group_array(json_array(seq, kind, account, \
-     unit, amount, recorded_at, params -> '$.quantity', params -> '$.meter', \
-     params -> '$.occurred_at', params -> '$.entry_id')) FROM entries \
-     WHERE status = 'posted' AND kind IN ('usage_debit', 'reversal') \
-     AND tenant_id = ? AND seq > ? AND seq <= ?";
+/// One row of [`USAGE_SOURCES`] packed by SQLite ([`PackedUsageRow`]).
+/// `->` yields the parameter as JSON (absent: null), so the fold sees a
+/// number as a number, exactly as it would parsing `params` itself.
+macro_rules! packed_usage_row {
+    () => {
+        "json_array(seq, kind, account, unit, amount, recorded_at, params -> '$.quantity', \
+         params -> '$.meter', params -> '$.occurred_at', params -> '$.entry_id')"
+    };
+}
+
+/// The usage rows of one seq window; the engine binds tenant, after, upto.
+macro_rules! sqlite_usage_window {
+    () => {
+        " FROM entries WHERE status = 'posted' AND kind IN ('usage_debit', 'reversal') \
+         AND tenant_id = ? AND seq > ? AND seq <= ?"
+    };
+}
+
+/// The rows of [`USAGE_SOURCES`] in one seq window, packed.
+const SQLITE_USAGE_WINDOW_SQL: &str = concat!(
+    "SELECT json_group_array(",
+    packed_usage_row!(),
+    ")",
+    sqlite_usage_window!()
+);
+
+/// The rows of one seq window in two packed arrays: the usage debits that
+/// carry usage columns as [`PackedUsageColumns`], the others (reversals, and
+/// usage debits stored without columns) as [`PackedUsageRow`]. Taking four
+/// values out of each entry's params JSON was most of SQLite's work in a
+/// usage rebuild (docs/performance.md, "Session 9").
+const SQLITE_USAGE_COLUMNS_WINDOW_SQL: &str = concat!(
+    "SELECT json_group_array(json_array(account, usage_meter, usage_day, unit, amount, \
+     usage_quantity)) FILTER (WHERE kind = 'usage_debit' AND usage_day IS NOT NULL), \
+     json_group_array(",
+    packed_usage_row!(),
+    ") FILTER (WHERE kind = 'reversal' OR usage_day IS NULL)",
+    sqlite_usage_window!()
+);
+
+/// A posted usage debit of [`SQLITE_USAGE_COLUMNS_WINDOW_SQL`]'s first
+/// array: account, usage meter, usage day, unit, amount, usage quantity.
+#[derive(serde::Deserialize)]
+struct PackedUsageColumns<'a>(
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+);
+
+/// Adds up a packed array of [`PackedUsageColumns`], as
+/// [`sum_usage_columns`] does in PostgreSQL.
+fn fold_usage_columns(scan: &mut UsageScan, packed: &str) -> Result<(), LedgerError> {
+    // Consecutive entries mostly share a day: it is parsed when it changes.
+    let mut last_day: Option<(String, NaiveDate)> = None;
+    super::for_each_packed(packed, "usage columns", |row: PackedUsageColumns| {
+        let PackedUsageColumns(account, meter, day_text, unit, amount, quantity) = row;
+        let day = match &last_day {
+            Some((text, day)) if text == &day_text => *day,
+            _ => {
+                let day = NaiveDate::parse_from_str(&day_text, DAY_FORMAT).map_err(|_| {
+                    LedgerError::Corrupt(format!("usage_day {day_text:?} of an entry"))
+                })?;
+                last_day = Some((day_text.into_owned(), day));
+                day
+            }
+        };
+        let totals = UsageTotals {
+            amount: parse_decimal(&amount, "amount")?,
+            quantity: parse_decimal(&quantity, "usage quantity")?,
+            entries: 1,
+        };
+        scan.add_to_key(&account, &meter, day, &unit, &totals)
+    })?;
+    Ok(())
+}
+
+/// Folds a packed array of [`PackedUsageRow`].
+fn fold_packed_usage_rows(
+    scan: &mut UsageScan,
+    reversals: &mut Vec<(i64, String)>,
+    packed: &str,
+    after: i64,
+) -> Result<(), LedgerError> {
+    super::for_each_packed(
+        packed,
+        &format!("usage rows after seq {after}"),
+        |row: PackedUsageRow| row.fold(scan, reversals),
+    )?;
+    Ok(())
+}
 
 /// One row of [`SQLITE_USAGE_WINDOW_SQL`].
 #[derive(serde::Deserialize)]
@@ -225,10 +310,10 @@ fn fold_usage_row(
 enum UsageRows {
     /// All of them.
     All,
-    /// Only the reversals and, on PostgreSQL, the usage debits stored
-    /// without usage columns: the others are added up by
-    /// [`sum_usage_columns`]. On SQLite, which has no such columns, all of
-    /// them.
+    /// Only the reversals and the usage debits stored without usage
+    /// columns: the others are added up from their columns, by
+    /// [`sum_usage_columns`] in PostgreSQL, by [`fold_usage_columns`] from
+    /// SQLite's packed windows.
     WithoutColumns,
 }
 
@@ -300,6 +385,30 @@ impl Storage {
         Ok(seq.unwrap_or(0))
     }
 
+    /// The seq up to which `tenant`'s entries were appended before the usage
+    /// columns existed (migration 0005): those are folded from params.
+    async fn usage_columns_from(&self, tenant: &str) -> Result<i64, LedgerError> {
+        let from: Option<i64> = match self {
+            Storage::Sqlite(s) => {
+                sqlx::query_scalar(
+                    "SELECT usage_columns_from FROM ledger_heads WHERE tenant_id = ?",
+                )
+                .bind(tenant)
+                .fetch_optional(&s.pool)
+                .await?
+            }
+            Storage::Postgres(s) => {
+                sqlx::query_scalar(
+                    "SELECT usage_columns_from FROM ledger_heads WHERE tenant_id = $1",
+                )
+                .bind(tenant)
+                .fetch_optional(&s.pool)
+                .await?
+            }
+        };
+        Ok(from.unwrap_or(0))
+    }
+
     /// The usage in the log of `tenant` with seq in `(after, upto]`: the
     /// posted usage debits folded, and the posted reversals (seq, the entry
     /// they name), which the caller folds once the named entries are read.
@@ -318,21 +427,32 @@ impl Storage {
                 // sqlx hands each SQLite row from its worker thread to the
                 // task with a wake-up (about 6 µs a row, measured): SQLite
                 // packs the rows of a seq window into one JSON array instead,
-                // with the parameters the fold reads taken out of `params`.
+                // with the parameters the fold reads taken out of `params`
+                // (or, for the rebuild, the usage columns where they are).
                 let mut from = after;
                 while from < upto {
                     let to = upto.min(from.saturating_add(SQLITE_USAGE_WINDOW));
-                    let packed: String = sqlx::query_scalar(SQLITE_USAGE_WINDOW_SQL)
-                        .bind(tenant)
-                        .bind(from)
-                        .bind(to)
-                        .fetch_one(&s.pool)
-                        .await?;
-                    let rows: Vec<PackedUsageRow> = serde_json::from_str(&packed).map_err(|e| {
-                        LedgerError::Corrupt(format!("usage rows after seq {from}: {e}"))
-                    })?;
-                    for row in rows {
-                        row.fold(&mut part, &mut reversals)?;
+                    match rows {
+                        UsageRows::All => {
+                            let packed: String = sqlx::query_scalar(SQLITE_USAGE_WINDOW_SQL)
+                                .bind(tenant)
+                                .bind(from)
+                                .bind(to)
+                                .fetch_one(&s.pool)
+                                .await?;
+                            fold_packed_usage_rows(&mut part, &mut reversals, &packed, from)?;
+                        }
+                        UsageRows::WithoutColumns => {
+                            let (columns, others): (String, String) =
+                                sqlx::query_as(SQLITE_USAGE_COLUMNS_WINDOW_SQL)
+                                    .bind(tenant)
+                                    .bind(from)
+                                    .bind(to)
+                                    .fetch_one(&s.pool)
+                                    .await?;
+                            fold_usage_columns(&mut part, &columns)?;
+                            fold_packed_usage_rows(&mut part, &mut reversals, &others, from)?;
+                        }
                     }
                     from = to;
                 }
@@ -632,29 +752,51 @@ impl Storage {
     ) -> Result<UsageFold, LedgerError> {
         let mut tasks = Vec::new();
         let mut from_params = upto;
-        if let (UsageRows::WithoutColumns, Storage::Postgres(s)) = (rows, self) {
+        if rows == UsageRows::WithoutColumns {
             // Entries appended before the usage columns existed are folded
             // from params below; after them, the columns are added up, and
             // only reversals (and any usage debit without columns) are
             // folded from params.
-            let columns_from: Option<i64> = sqlx::query_scalar(
-                "SELECT usage_columns_from FROM ledger_heads WHERE tenant_id = $1",
-            )
-            .bind(tenant)
-            .fetch_optional(&s.pool)
-            .await?;
-            from_params = columns_from.unwrap_or(0).clamp(0, upto);
-            let (pool, tenant) = (s.pool.clone(), tenant.to_owned());
-            let storage = self.clone();
-            tasks.push(tokio::spawn(async move {
-                let (summed, (rest, reversals)) = tokio::try_join!(
-                    sum_usage_columns(&pool, &tenant, from_params, upto),
-                    storage.fold_usage_part(&tenant, from_params, upto, UsageRows::WithoutColumns),
-                )?;
-                let mut fold = summed;
-                fold.merge(rest)?;
-                Ok((fold, reversals))
-            }));
+            from_params = self.usage_columns_from(tenant).await?.clamp(0, upto);
+            match self {
+                Storage::Postgres(s) => {
+                    let (pool, tenant) = (s.pool.clone(), tenant.to_owned());
+                    let storage = self.clone();
+                    tasks.push(tokio::spawn(async move {
+                        let (summed, (rest, reversals)) = tokio::try_join!(
+                            sum_usage_columns(&pool, &tenant, from_params, upto),
+                            storage.fold_usage_part(
+                                &tenant,
+                                from_params,
+                                upto,
+                                UsageRows::WithoutColumns
+                            ),
+                        )?;
+                        let mut fold = summed;
+                        fold.merge(rest)?;
+                        Ok((fold, reversals))
+                    }));
+                }
+                Storage::Sqlite(_) => {
+                    tasks.extend(
+                        split_range(from_params, upto)
+                            .into_iter()
+                            .map(|(after, to)| {
+                                let (storage, tenant) = (self.clone(), tenant.to_owned());
+                                tokio::spawn(async move {
+                                    storage
+                                        .fold_usage_part(
+                                            &tenant,
+                                            after,
+                                            to,
+                                            UsageRows::WithoutColumns,
+                                        )
+                                        .await
+                                })
+                            }),
+                    );
+                }
+            }
         }
         tasks.extend(rebuild_ranges(from_params).into_iter().map(|(after, to)| {
             let (storage, tenant) = (self.clone(), tenant.to_owned());
