@@ -356,8 +356,12 @@ async fn look_up(
                 continue;
             }
         };
-        let found = crate::store::found_entries(found);
-        let by_key: HashMap<(EntryKind, &str), &StoredEntry> = found
+        // Shared: every replay of a key answers with the same entry.
+        let found: Vec<Arc<StoredEntry>> = crate::store::found_entries(found)
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let by_key: HashMap<(EntryKind, &str), &Arc<StoredEntry>> = found
             .iter()
             .map(|e| ((e.kind, e.upstream_id.as_str()), e))
             .collect();

@@ -5,6 +5,7 @@ use std::future::Future;
 use tally_projections::AccountBalance;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::decide::{decide_group, Decision, GroupState};
 use crate::entry::StoredEntry;
@@ -299,7 +300,9 @@ pub(crate) async fn decide<T: GroupTransaction>(
 
     let mut state = GroupState::new(tenant, head);
     for e in existing {
-        state.existing.insert((e.kind, e.upstream_id.clone()), e);
+        state
+            .existing
+            .insert((e.kind, e.upstream_id.clone()), Arc::new(e));
     }
     // Replays and conflicts move no money: only intents whose key is still
     // free need balances and rule state.
@@ -323,7 +326,7 @@ pub(crate) async fn decide<T: GroupTransaction>(
         .collect();
     if !target_ids.is_empty() {
         for e in tx.entries_by_ids(tenant, &target_ids).await? {
-            state.by_id.insert(e.id.clone(), e);
+            state.by_id.insert(e.id.clone(), Arc::new(e));
         }
     }
 

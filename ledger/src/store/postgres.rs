@@ -727,10 +727,13 @@ impl GroupTransaction for PgGroup {
         // the head lock makes read-then-write safe), and the head. Columns
         // travel as arrays, so the statement is the same whatever the group
         // size and stays prepared.
-        let col = |f: fn(&StoredEntry) -> String| entries.iter().map(f).collect::<Vec<String>>();
-        let opt = |f: fn(&StoredEntry) -> Option<String>| {
-            entries.iter().map(f).collect::<Vec<Option<String>>>()
+        // Columns borrow from the entries: a group of 1,000 would otherwise
+        // copy ~12,000 strings only to bind them.
+        let col = |f: fn(&StoredEntry) -> &str| entries.iter().map(f).collect::<Vec<&str>>();
+        let opt = |f: fn(&StoredEntry) -> Option<&str>| {
+            entries.iter().map(f).collect::<Vec<Option<&str>>>()
         };
+        let texts = |f: fn(&StoredEntry) -> String| entries.iter().map(f).collect::<Vec<String>>();
         let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
         let recorded: Vec<DateTime<Utc>> = entries.iter().map(|e| e.recorded_at).collect();
         let usage: Vec<Option<UsageColumns>> = entries.iter().map(UsageColumns::of).collect();
@@ -768,23 +771,23 @@ impl GroupTransaction for PgGroup {
         )
         .bind(tenant)
         .bind(seqs)
-        .bind(col(|e| e.id.clone()))
-        .bind(col(|e| e.kind.as_str().to_owned()))
-        .bind(col(|e| e.upstream_id.clone()))
-        .bind(col(|e| e.status.as_str().to_owned()))
-        .bind(opt(|e| e.rejection_code.clone()))
-        .bind(opt(|e| e.rejection_message.clone()))
-        .bind(col(|e| e.account.clone()))
-        .bind(col(|e| e.debit_account.clone()))
-        .bind(col(|e| e.credit_account.clone()))
-        .bind(col(|e| canonical(e.amount)))
-        .bind(col(|e| e.unit.clone()))
-        .bind(col(|e| e.params.clone()))
-        .bind(col(|e| e.fingerprint.clone()))
+        .bind(col(|e| &e.id))
+        .bind(col(|e| e.kind.as_str()))
+        .bind(col(|e| &e.upstream_id))
+        .bind(col(|e| e.status.as_str()))
+        .bind(opt(|e| e.rejection_code.as_deref()))
+        .bind(opt(|e| e.rejection_message.as_deref()))
+        .bind(col(|e| &e.account))
+        .bind(col(|e| &e.debit_account))
+        .bind(col(|e| &e.credit_account))
+        .bind(texts(|e| canonical(e.amount)))
+        .bind(col(|e| &e.unit))
+        .bind(col(|e| &e.params))
+        .bind(col(|e| &e.fingerprint))
         .bind(recorded)
-        .bind(col(|e| canonical(e.balance_after)))
-        .bind(col(|e| e.prev_hash.clone()))
-        .bind(col(|e| e.hash.clone()))
+        .bind(texts(|e| canonical(e.balance_after)))
+        .bind(col(|e| &e.prev_hash))
+        .bind(col(|e| &e.hash))
         .bind(&accounts)
         .bind(&units)
         .bind(amounts(|b| b.debits))
