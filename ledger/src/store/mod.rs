@@ -529,7 +529,7 @@ pub(crate) fn pool_options<DB: sqlx::Database>(size: u32) -> sqlx::pool::PoolOpt
 /// The rebuild folds the log in this many seq ranges at once, one
 /// connection each, and adds the partial sums (decimal addition is exact, so
 /// the split cannot change the result): as many as the machine has cores,
-/// within 2..=8; one range for a small log.
+/// within 2..=8; one range for a log under 1,000 entries.
 pub(crate) fn rebuild_ranges(head_seq: i64) -> Vec<(i64, i64)> {
     split_range(0, head_seq)
 }
@@ -537,7 +537,7 @@ pub(crate) fn rebuild_ranges(head_seq: i64) -> Vec<(i64, i64)> {
 /// [`rebuild_ranges`] of the seqs in `(after, upto]`.
 pub(crate) fn split_range(after: i64, upto: i64) -> Vec<(i64, i64)> {
     let head_seq = upto.saturating_sub(after).max(0);
-    let parts = if head_seq < 100_000 {
+    let parts = if head_seq < 1_000 {
         1
     } else {
         std::thread::available_parallelism()
@@ -812,7 +812,8 @@ mod tests {
             }
             assert_eq!(next, upto.max(after), "{after}..{upto}: {ranges:?}");
         }
-        assert_eq!(split_range(0, 10), vec![(0, 10)]);
+        assert_eq!(split_range(0, 999), vec![(0, 999)]);
+        assert!(split_range(0, 1_000).len() >= 2);
         assert!(split_range(400_000, 1_000_003).len() >= 2);
         assert_eq!(rebuild_ranges(1_000_003), split_range(0, 1_000_003));
     }

@@ -449,33 +449,51 @@ impl PostgresStore {
             analyse.commit().await?;
         }
         let mut log = LogFold::new();
-        let tasks = [
-            ("debit_account", Side::Debit),
-            ("credit_account", Side::Credit),
-        ]
-        .into_iter()
-        .map(|(column, side)| {
-            let sql = format!(
-                "SELECT {column}, unit, sum(amount)::text FROM entries \
-                 WHERE tenant_id = $1 AND seq <= $2 AND status = 'posted' \
-                 AND kind NOT IN {} GROUP BY {column}, unit",
-                crate::fold::NON_MONEY_KINDS_SQL
-            );
-            let (pool, tenant) = (self.pool.clone(), tenant.to_owned());
-            tokio::spawn(async move {
-                let mut part = BalanceProjection::new();
-                let mut rows = sqlx::query(&sql).bind(&tenant).bind(head.seq).fetch(&pool);
-                while let Some(r) = rows.try_next().await? {
-                    let account: &str = r.try_get(0)?;
-                    let total = parse_decimal(r.try_get(2)?, "sum of amounts")?;
-                    part.add(account, r.try_get(1)?, side, total).map_err(|o| {
-                        LedgerError::Corrupt(format!("balance of {} overflows", o.account))
-                    })?;
-                }
-                Ok::<_, LedgerError>(part)
+        // The heap is read once, in block ranges on one connection each: a
+        // range's aggregate adds up both sides at once (two grouping sets,
+        // hashed side by side over one scan). Two per-side aggregates read
+        // the whole heap twice; measured on 1,000,000 entries in psql, two
+        // connections: 0.85-0.99 s against 0.96-1.13 s (docs/performance.md,
+        // "Session 9"). Entries up to the locked head are committed, so they
+        // lie in blocks that exist now; the last range is open all the same.
+        let blocks: i64 = sqlx::query_scalar(
+            "SELECT pg_relation_size('entries') / current_setting('block_size')::int8",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let tasks = block_ranges(blocks)
+            .into_iter()
+            .map(|(from, to)| {
+                let sql = format!(
+                    "SELECT debit_account, credit_account, unit, sum(amount)::text, \
+                       GROUPING(debit_account) FROM entries \
+                     WHERE ctid >= '({from},0)'::tid{} AND tenant_id = $1 AND seq <= $2 \
+                       AND status = 'posted' AND kind NOT IN {} \
+                     GROUP BY GROUPING SETS ((debit_account, unit), (credit_account, unit))",
+                    to.map(|to| format!(" AND ctid < '({to},0)'::tid"))
+                        .unwrap_or_default(),
+                    crate::fold::NON_MONEY_KINDS_SQL
+                );
+                let (pool, tenant) = (self.pool.clone(), tenant.to_owned());
+                tokio::spawn(async move {
+                    let mut part = BalanceProjection::new();
+                    let mut rows = sqlx::query(&sql).bind(&tenant).bind(head.seq).fetch(&pool);
+                    while let Some(r) = rows.try_next().await? {
+                        // GROUPING is 0 for the set that groups by the debit account.
+                        let (account, side): (&str, Side) = if r.try_get::<i32, _>(4)? == 0 {
+                            (r.try_get(0)?, Side::Debit)
+                        } else {
+                            (r.try_get(1)?, Side::Credit)
+                        };
+                        let total = parse_decimal(r.try_get(3)?, "sum of amounts")?;
+                        part.add(account, r.try_get(2)?, side, total).map_err(|o| {
+                            LedgerError::Corrupt(format!("balance of {} overflows", o.account))
+                        })?;
+                    }
+                    Ok::<_, LedgerError>(part)
+                })
             })
-        })
-        .collect();
+            .collect();
         // Meanwhile, on the locked connection, the holds (order matters
         // there, and they are few); sums of postings are added afterwards.
         let sql = hold_rows_sql("$1").replace("amount,", "amount::text,");
@@ -536,6 +554,25 @@ impl PostgresStore {
         );
         Ok((head.seq, projection.len()))
     }
+}
+
+/// Block ranges of the entries heap a rebuild reads, one connection each:
+/// as many as the machine has cores (2..=8), one for a heap under 512 KB. The
+/// last is open (`None`), so a block added since `blocks` was measured is
+/// read too.
+fn block_ranges(blocks: i64) -> Vec<(i64, Option<i64>)> {
+    let parts = if blocks < 64 {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(2, 8) as i64
+    };
+    let step = (blocks.max(0) + parts - 1) / parts;
+    (0..parts)
+        .map(|i| (i * step, (i + 1 < parts).then_some((i + 1) * step)))
+        .collect()
 }
 
 /// Entries holding one of `keys`.
@@ -830,6 +867,19 @@ mod tests {
     use super::*;
     use crate::store::Storage;
     use crate::test_databases::TestDb;
+
+    #[test]
+    fn block_ranges_cover_the_heap_and_leave_the_last_open() {
+        assert_eq!(block_ranges(0), vec![(0, None)]);
+        assert_eq!(block_ranges(63), vec![(0, None)]);
+        let ranges = block_ranges(66_729);
+        assert!(ranges.len() >= 2, "{ranges:?}");
+        assert_eq!(ranges[0].0, 0);
+        for pair in ranges.windows(2) {
+            assert_eq!(pair[0].1, Some(pair[1].0), "{ranges:?}");
+        }
+        assert_eq!(ranges.last().unwrap().1, None);
+    }
 
     #[test]
     fn jit_is_off_unless_the_url_chooses() {
