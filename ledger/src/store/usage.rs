@@ -458,15 +458,19 @@ impl Storage {
                 }
             }
             Storage::Postgres(s) => {
-                let sql = format!(
-                    "{} tenant_id = $1 AND seq > $2 AND seq <= $3{}",
-                    USAGE_SOURCES.replace("amount,", "amount::text,"),
-                    match rows {
-                        UsageRows::All => "",
-                        UsageRows::WithoutColumns =>
-                            " AND (kind = 'reversal' OR usage_day IS NULL)",
-                    }
-                );
+                let sources = USAGE_SOURCES.replace("amount,", "amount::text,");
+                let range = "tenant_id = $1 AND seq > $2 AND seq <= $3";
+                let sql = match rows {
+                    UsageRows::All => format!("{sources} {range}"),
+                    // Two index scans instead of a scan of the heap: the
+                    // reversals through the (tenant_id, kind, upstream_id)
+                    // key, the usage debits without columns through the
+                    // partial index of migration 0006.
+                    UsageRows::WithoutColumns => format!(
+                        "{sources} kind = 'reversal' AND {range} UNION ALL \
+                         {sources} kind = 'usage_debit' AND usage_day IS NULL AND {range}"
+                    ),
+                };
                 let mut rows = sqlx::query(&sql)
                     .bind(tenant)
                     .bind(after)
