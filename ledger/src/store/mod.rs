@@ -534,17 +534,22 @@ pub(crate) fn rebuild_ranges(head_seq: i64) -> Vec<(i64, i64)> {
     split_range(0, head_seq)
 }
 
+/// How many parts a rebuild reads at once, one connection each: one for
+/// a small log, else as many as the machine has cores, within 2..=8.
+pub(crate) fn rebuild_parts(small: bool) -> i64 {
+    if small {
+        return 1;
+    }
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(2, 8) as i64
+}
+
 /// [`rebuild_ranges`] of the seqs in `(after, upto]`.
 pub(crate) fn split_range(after: i64, upto: i64) -> Vec<(i64, i64)> {
     let head_seq = upto.saturating_sub(after).max(0);
-    let parts = if head_seq < 1_000 {
-        1
-    } else {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
-            .clamp(2, 8) as i64
-    };
+    let parts = rebuild_parts(head_seq < 1_000);
     let step = (head_seq + parts - 1) / parts.max(1);
     (0..parts)
         .map(|i| (after + i * step, after + ((i + 1) * step).min(head_seq)))

@@ -561,14 +561,7 @@ impl PostgresStore {
 /// last is open (`None`), so a block added since `blocks` was measured is
 /// read too.
 fn block_ranges(blocks: i64) -> Vec<(i64, Option<i64>)> {
-    let parts = if blocks < 64 {
-        1
-    } else {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
-            .clamp(2, 8) as i64
-    };
+    let parts = super::rebuild_parts(blocks < 64);
     let step = (blocks.max(0) + parts - 1) / parts;
     (0..parts)
         .map(|i| (i * step, (i + 1 < parts).then_some((i + 1) * step)))
