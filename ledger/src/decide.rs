@@ -131,9 +131,8 @@ pub enum Decision {
 pub struct GroupOutcome {
     pub decisions: Vec<Decision>,
     pub new_entries: Vec<StoredEntry>,
-    /// (account, unit) of every balance that changed.
-    /// Unit → accounts (keyed this way so that an account already touched
-    /// is found without building a key).
+    /// Every balance that changed, as unit → accounts (keyed this way so
+    /// that an account already touched is found without building a key).
     pub touched: BTreeMap<String, BTreeSet<String>>,
     /// Every rule-state record that changed.
     pub touched_records: BTreeSet<StateKey>,
