@@ -905,4 +905,32 @@ mod tests {
         assert_eq!(jit, "off");
         db.remove().await;
     }
+
+    /// Migration 0007: whatever locale the database was created with, no
+    /// index of tally's compares text through strcoll(); a later migration
+    /// that adds an index on a column of the default collation fails here.
+    #[tokio::test]
+    async fn every_indexed_text_column_compares_bytes() {
+        let Some(db) = TestDb::postgres(2).await else {
+            return;
+        };
+        let Storage::Postgres(store) = &db.storage else {
+            unreachable!("TestDb::postgres gives a PostgreSQL store");
+        };
+        let linguistic: Vec<String> = sqlx::query_scalar(
+            "SELECT c.relname || '.' || a.attname \
+             FROM pg_index i \
+             JOIN pg_class c ON c.oid = i.indrelid \
+             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() \
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) \
+             WHERE a.atttypid = 'text'::regtype AND c.relname <> '_sqlx_migrations' \
+               AND a.attcollation <> (SELECT oid FROM pg_collation WHERE collname = 'C') \
+             ORDER BY 1",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .unwrap();
+        assert!(linguistic.is_empty(), "not byte-ordered: {linguistic:?}");
+        db.remove().await;
+    }
 }
