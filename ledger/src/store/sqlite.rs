@@ -50,6 +50,13 @@ const ROWS_PER_INSERT: usize = 500;
 /// 27 ms; at 1 GiB it runs during floods only, and bounds the file.
 const WAL_TRUNCATE_ABOVE_BYTES: i64 = 1024 * 1024 * 1024;
 
+/// Page cache of the write connection, in KiB (SQLite's negative
+/// `cache_size`): the pages a flood of groups keeps touching (the tips of
+/// the seq-ordered indexes, the balances, the head) and as much of the
+/// randomly-hit key index as fits. The other connections keep SQLite's
+/// default (2 MB): their caches are dropped at every group anyway.
+const WRITER_CACHE_KIB: i64 = -65_536;
+
 /// Seq window of the rebuild's packed reads.
 const REBUILD_WINDOW: i64 = 8192;
 
@@ -177,6 +184,14 @@ impl PackedEntry {
 #[derive(Clone)]
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
+    /// The one connection every write transaction of this process runs on
+    /// (behind `write_gate`). SQLite keeps a connection's page cache across
+    /// its own transactions but drops it whenever another connection has
+    /// written: with groups spread over the whole pool, every group started
+    /// on a cold cache and read its index pages again from the WAL (pread)
+    /// or the map, allocating and freeing every page buffer
+    /// (docs/performance.md, "Session 10").
+    write_pool: SqlitePool,
     /// Taken before `BEGIN IMMEDIATE` by every write transaction of this
     /// process (groups, the usage projector). SQLite has one write lock,
     /// and a connection that finds it taken polls with sleeps of 1, 2, 5,
@@ -218,6 +233,14 @@ impl SqliteStore {
             .connect_with(options.clone())
             .await?;
         sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
+        let write_pool = super::pool_options::<Sqlite>(1)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(
+                options
+                    .clone()
+                    .pragma("cache_size", WRITER_CACHE_KIB.to_string()),
+            )
+            .await?;
         tokio::spawn(checkpoint_wal(
             pool.clone(),
             options,
@@ -225,6 +248,7 @@ impl SqliteStore {
         ));
         Ok(Self {
             pool,
+            write_pool,
             write_gate: Arc::default(),
         })
     }
@@ -235,7 +259,7 @@ impl SqliteStore {
         let t0 = std::time::Instant::now();
         let turn = self.write_gate.clone().lock_owned().await;
         let t_turn = t0.elapsed();
-        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
         tracing::debug!(
             turn_ms = t_turn.as_secs_f64() * 1e3,
             begin_ms = (t0.elapsed() - t_turn).as_secs_f64() * 1e3,
