@@ -52,10 +52,17 @@ const WAL_TRUNCATE_ABOVE_BYTES: i64 = 1024 * 1024 * 1024;
 
 /// Page cache of the write connection, in KiB (SQLite's negative
 /// `cache_size`): the pages a flood of groups keeps touching (the tips of
-/// the seq-ordered indexes, the balances, the head) and as much of the
-/// randomly-hit key index as fits. The other connections keep SQLite's
-/// default (2 MB): their caches are dropped at every group anyway.
-const WRITER_CACHE_KIB: i64 = -65_536;
+/// the seq-ordered indexes, the balances, the head) and some of the
+/// randomly-hit key index. Larger is not better: at each commit SQLite
+/// walks the cache's hash table (`pcache1TruncateUnsafe`, 5 % of the
+/// server's CPU at 64 MiB), which small groups pay in full. Measured
+/// (docs/performance.md, "Session 10"), 100,000 entries, two runs each,
+/// single POSTs @64 / batches of 1,000 in rows/s: 2 MB (SQLite's default)
+/// 5,669 5,498 / 11,267 12,200; 16 MiB 5,103 5,019 / 14,119 14,996;
+/// 64 MiB 4,535 4,279 / 14,465 11,869; on 1,000,000 entries 16 MiB beat
+/// 2 MB on both (4,640 / 10,274 against 4,508 / 8,667). The other
+/// connections keep the default: another's commit drops their caches.
+const WRITER_CACHE_KIB: i64 = -16_384;
 
 /// Seq window of the rebuild's packed reads.
 const REBUILD_WINDOW: i64 = 8192;
@@ -185,12 +192,12 @@ impl PackedEntry {
 pub struct SqliteStore {
     pub(crate) pool: SqlitePool,
     /// The one connection every write transaction of this process runs on
-    /// (behind `write_gate`). SQLite keeps a connection's page cache across
-    /// its own transactions but drops it whenever another connection has
-    /// written: with groups spread over the whole pool, every group started
-    /// on a cold cache and read its index pages again from the WAL (pread)
-    /// or the map, allocating and freeing every page buffer
-    /// (docs/performance.md, "Session 10").
+    /// (behind `write_gate`), with a larger page cache. SQLite keeps a
+    /// connection's page cache across its own transactions but drops it
+    /// whenever another connection has written: with groups spread over the
+    /// whole pool, every group started on a cold cache and read its index
+    /// pages again from the WAL (pread) or the map, allocating and freeing
+    /// every page buffer (docs/performance.md, "Session 10").
     write_pool: SqlitePool,
     /// Taken before `BEGIN IMMEDIATE` by every write transaction of this
     /// process (groups, the usage projector). SQLite has one write lock,
