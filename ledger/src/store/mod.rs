@@ -524,12 +524,9 @@ pub(crate) fn pool_options<DB: sqlx::Database>(size: u32) -> sqlx::pool::PoolOpt
         })
 }
 
-/// Seq ranges the rebuild aggregates at a time, so no aggregated string
-/// grows with the whole log.
-/// The rebuild folds the log in this many seq ranges at once, one
-/// connection each, and adds the partial sums (decimal addition is exact, so
-/// the split cannot change the result): as many as the machine has cores,
-/// within 2..=8; one range for a log under 1,000 entries.
+/// The seq ranges a rebuild folds at once, one connection each
+/// ([`rebuild_parts`] of them), adding the partial sums afterwards: decimal
+/// addition is exact, so the split cannot change the result.
 pub(crate) fn rebuild_ranges(head_seq: i64) -> Vec<(i64, i64)> {
     split_range(0, head_seq)
 }
