@@ -22,7 +22,7 @@ use crate::decide::{decide_existing, Decision};
 use crate::entry::StoredEntry;
 use crate::intent::{EntryKind, Intent};
 use crate::stats::Histogram;
-use crate::store::{Storage, WriterMemory};
+use crate::store::{PendingWrite, Storage, WriterMemory};
 use crate::LedgerError;
 
 #[derive(Debug, Clone, Copy)]
@@ -89,8 +89,9 @@ pub struct WriterStats {
     /// Intents answered by the look-up before the writer (replays and
     /// conflicts of committed entries): they never entered a group.
     pub answered_before_group: AtomicU64,
-    /// Groups decided from the writer's memory while the group before them
-    /// was being written (pipelining), and written after it.
+    /// Groups decided from the writer's memory alone, with no read under the
+    /// head lock: while the group before them was being written
+    /// (pipelining), or after it.
     pub decided_ahead: AtomicU64,
     /// Of those, groups whose write found the head moved (another process
     /// appended) or failed, and that were decided again under the lock.
@@ -464,8 +465,36 @@ struct DecidedGroup {
 /// writer decides the next group.
 struct InFlight {
     write: tokio::task::JoinHandle<Result<(), LedgerError>>,
+    /// Fires when the write is done (see [`start_write`]).
+    done: Option<oneshot::Receiver<()>>,
     group: DecidedGroup,
 }
+
+/// Starts a group's write on its own task. With `after` (the write of the
+/// group before, still running), it begins only once that one is done:
+/// started at once, it would overtake it — tokio runs the task spawned last
+/// first, and a group decided from memory is spawned microseconds after the
+/// one before — find the head where that group had not yet moved it, write
+/// nothing and be decided a second time. Waiting costs one round trip: the
+/// write is a single statement once the head is where it expects.
+fn start_write(write: PendingWrite, after: Option<oneshot::Receiver<()>>) -> InFlightWrite {
+    let (done, done_rx) = oneshot::channel();
+    let handle = tokio::spawn(async move {
+        if let Some(after) = after {
+            // Dropped unsent (a write task that stopped) counts as done.
+            let _ = after.await;
+        }
+        let written = write.await;
+        let _ = done.send(());
+        written
+    });
+    (handle, Some(done_rx))
+}
+
+type InFlightWrite = (
+    tokio::task::JoinHandle<Result<(), LedgerError>>,
+    Option<oneshot::Receiver<()>>,
+);
 
 /// What the writer waits for.
 enum Next {
@@ -581,37 +610,44 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
         // one is decided from what the writer remembers of the state that
         // group leaves behind. Its write starts at once (see
         // `store::group::write_ahead`) and commits only if the head is still
-        // where it was decided.
-        if let Some(before) = in_flight.take() {
-            let ahead = storage
-                .decide_ahead(&tenant, &intents, &absent, &mut memory)
-                .await;
-            match ahead {
-                Some((decisions, write)) => {
-                    drop(intents);
-                    // Its transaction starts at once and waits for the head
-                    // lock, which the group before holds until its commit.
-                    // That is safe before the group before is known to have
-                    // committed: if it failed, the head is elsewhere and this
-                    // one writes nothing.
-                    let write = tokio::spawn(write);
+        // where it was decided. With no group in flight, the memory holds
+        // the state the last group committed: a group it can answer is
+        // decided from it too, and written without a read under the lock
+        // (on PostgreSQL as one statement, one round trip instead of four).
+        let mut before = in_flight.take();
+        match storage
+            .decide_ahead(&tenant, &intents, &absent, &mut memory)
+            .await
+        {
+            Some((decisions, write)) => {
+                drop(intents);
+                // Its write starts once the write before is done, not once
+                // it is known to have committed: if it failed, the head is
+                // elsewhere and this one writes nothing.
+                let after = before.as_mut().and_then(|b| b.done.take());
+                let (write, done) = start_write(write, after);
+                if let Some(before) = before {
                     finished.settle(before, &mut memory).await;
-                    stats.decided_ahead.fetch_add(1, Ordering::Relaxed);
-                    let group = DecidedGroup {
-                        decisions,
-                        answers,
-                        job_intents,
-                        ahead: true,
-                        size,
-                        started,
-                    };
-                    in_flight = Some(InFlight { write, group });
-                    continue;
                 }
-                None => finished.settle(before, &mut memory).await,
+                stats.decided_ahead.fetch_add(1, Ordering::Relaxed);
+                let group = DecidedGroup {
+                    decisions,
+                    answers,
+                    job_intents,
+                    ahead: true,
+                    size,
+                    started,
+                };
+                in_flight = Some(InFlight { write, done, group });
+                continue;
             }
             // This group needs the database: it is decided under the head
-            // lock.
+            // lock, once the group before is done.
+            None => {
+                if let Some(before) = before {
+                    finished.settle(before, &mut memory).await;
+                }
+            }
         }
         let decided = storage
             .decide_group(
@@ -648,10 +684,8 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
             size,
             started,
         };
-        in_flight = Some(InFlight {
-            write: tokio::spawn(write),
-            group,
-        });
+        let (write, done) = start_write(write, None);
+        in_flight = Some(InFlight { write, done, group });
     }
 }
 
@@ -1126,15 +1160,24 @@ mod tests {
 
     /// Under a flood, groups are decided from the writer's memory while the
     /// group before them is written, and the ledger is exactly what one
-    /// group at a time would have written.
+    /// group at a time would have written. With one process, nothing moves
+    /// the head under them: each waits for the commit of the group before
+    /// and is written, none is decided a second time.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn groups_decided_ahead_leave_the_ledger_exact() {
         for db in TestDb::every_engine(4).await {
             let writers = Writers::new(db.storage.clone(), small_groups());
             flood_and_check(&db.storage, std::slice::from_ref(&writers), 16, 40).await;
+            let stats = writers.stats();
             assert!(
-                writers.stats().decided_ahead.load(Ordering::Relaxed) > 0,
+                stats.decided_ahead.load(Ordering::Relaxed) > 0,
                 "{}: no group was decided ahead",
+                db.engine()
+            );
+            assert_eq!(
+                stats.decided_ahead_redone.load(Ordering::Relaxed),
+                0,
+                "{}: a group decided ahead did not find the head its group before left",
                 db.engine()
             );
             db.remove().await;
@@ -1161,6 +1204,42 @@ mod tests {
                 "{}: no group decided ahead found the head moved",
                 db.engine()
             );
+            db.remove().await;
+        }
+    }
+
+    /// The write of a group decided ahead may start before the group before
+    /// it has committed: it waits for the head, then finds it where that
+    /// group left it, and writes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_group_decided_ahead_waits_for_the_commit_before_it() {
+        for db in TestDb::every_engine(4).await {
+            let storage = &db.storage;
+            let mut memory = WriterMemory::default();
+            storage
+                .commit_group_with("t", &[&debit("u1", "1")], &[], &mut |_, _| {}, &mut memory)
+                .await
+                .unwrap();
+            // Decided under the head lock, which its transaction holds until
+            // the write below commits.
+            let (_, first) = storage
+                .decide_group("t", &[&debit("u2", "1")], &[], &mut |_, _| {}, &mut memory)
+                .await
+                .unwrap();
+            let next = debit("u3", "1");
+            let (decisions, second) = storage
+                .decide_ahead("t", &[&next], &[true], &mut memory)
+                .await
+                .expect("everything it needs is remembered");
+            assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == 3));
+            let second = tokio::spawn(second);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(!second.is_finished(), "{}: it did not wait", db.engine());
+            first.await.unwrap();
+            second.await.unwrap().unwrap_or_else(|e| {
+                panic!("{}: the group decided ahead was refused: {e}", db.engine())
+            });
+            assert_eq!(entries(storage).await, 3, "{}", db.engine());
             db.remove().await;
         }
     }

@@ -63,14 +63,13 @@ pub(crate) trait GroupTransaction: Send {
     ) -> impl Future<Output = Result<(), LedgerError>> + Send;
 
     /// Everything a group writes: its entries, the balances and records
-    /// they changed, the new head. An engine may send it as one statement.
+    /// they changed, and the head moved from `write.start` to `write.head`.
+    /// Writes nothing and fails if the head is not at `write.start` (another
+    /// group or process appended, or a rebuild bumped the generation). An
+    /// engine may send it as one statement.
     fn write_group(
         &mut self,
-        tenant: &str,
-        entries: &[StoredEntry],
-        balances: &[(&str, &str, AccountBalance)],
-        records: &[StateRow],
-        head: &crate::chain::Head,
+        write: &GroupWrite,
     ) -> impl Future<Output = Result<(), LedgerError>> + Send;
 
     fn commit(self) -> impl Future<Output = Result<(), LedgerError>> + Send;
@@ -109,30 +108,26 @@ pub(crate) struct Decided {
 
 /// The rows one group writes (see [`GroupTransaction::write_group`]).
 pub(crate) struct GroupWrite {
-    tenant: String,
-    entries: Vec<StoredEntry>,
-    balances: Vec<(String, String, AccountBalance)>,
-    records: Vec<StateRow>,
-    head: crate::chain::Head,
+    pub(super) tenant: String,
+    pub(super) entries: Vec<StoredEntry>,
+    pub(super) balances: Vec<(String, String, AccountBalance)>,
+    pub(super) records: Vec<StateRow>,
+    /// The head the group was decided on: it writes only on top of it.
+    pub(super) start: Fence,
+    /// The head it leaves.
+    pub(super) head: crate::chain::Head,
+}
+
+/// The head of a group's write was not the one it was decided on.
+pub(crate) fn head_moved() -> LedgerError {
+    LedgerError::Unavailable("the head moved under a group decided ahead".to_owned())
 }
 
 impl GroupWrite {
     /// Writes the group and commits it.
     pub(crate) async fn apply<T: GroupTransaction>(&self, mut tx: T) -> Result<(), LedgerError> {
         let started = std::time::Instant::now();
-        let balances: Vec<(&str, &str, AccountBalance)> = self
-            .balances
-            .iter()
-            .map(|(a, u, b)| (a.as_str(), u.as_str(), b.clone()))
-            .collect();
-        tx.write_group(
-            &self.tenant,
-            &self.entries,
-            &balances,
-            &self.records,
-            &self.head,
-        )
-        .await?;
+        tx.write_group(self).await?;
         let written = started.elapsed();
         tx.commit().await?;
         tracing::debug!(
@@ -142,6 +137,14 @@ impl GroupWrite {
             "group written"
         );
         Ok(())
+    }
+
+    /// The absolute balances it writes, borrowed.
+    pub(super) fn balance_rows(&self) -> Vec<(&str, &str, AccountBalance)> {
+        self.balances
+            .iter()
+            .map(|(a, u, b)| (a.as_str(), u.as_str(), b.clone()))
+            .collect()
     }
 }
 
@@ -155,16 +158,16 @@ pub(crate) async fn write_ahead<T: GroupTransaction>(
     start: Fence,
     write: Option<&GroupWrite>,
 ) -> Result<(), LedgerError> {
-    let fence = tx.lock_head(tenant).await?;
-    if fence != start {
-        return Err(LedgerError::Unavailable(
-            "the head moved under a group decided ahead".to_owned(),
-        ));
-    }
     match write {
+        // Its write refuses a head that is not `start`.
         Some(write) => write.apply(tx).await,
-        // Its refusals were decided on the state it checked just now.
-        None => tx.commit().await,
+        None => {
+            // Its refusals were decided on the state it checks now.
+            if tx.lock_head(tenant).await? != start {
+                return Err(head_moved());
+            }
+            tx.commit().await
+        }
     }
 }
 
@@ -224,14 +227,7 @@ impl GroupTransaction for FromMemory {
         Err(LedgerError::Unavailable(NOT_REMEMBERED.to_owned()))
     }
 
-    async fn write_group(
-        &mut self,
-        _tenant: &str,
-        _entries: &[StoredEntry],
-        _balances: &[(&str, &str, AccountBalance)],
-        _records: &[StateRow],
-        _head: &crate::chain::Head,
-    ) -> Result<(), LedgerError> {
+    async fn write_group(&mut self, _write: &GroupWrite) -> Result<(), LedgerError> {
         Err(LedgerError::Unavailable(NOT_REMEMBERED.to_owned()))
     }
 
@@ -466,6 +462,7 @@ pub(crate) async fn decide<T: GroupTransaction>(
                 .into_iter()
                 .map(|(k, v)| v.to_row(k))
                 .collect(),
+            start: fence,
             head: state.head,
         })
     };

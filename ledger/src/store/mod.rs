@@ -279,9 +279,13 @@ impl Storage {
                 Storage::Sqlite(s) => {
                     group::write_ahead(s.begin_group().await?, &tenant, decided.start, write).await
                 }
-                Storage::Postgres(s) => {
-                    group::write_ahead(s.begin_group().await?, &tenant, decided.start, write).await
-                }
+                Storage::Postgres(s) => match write {
+                    Some(write) => s.write_alone(write).await,
+                    None => {
+                        group::write_ahead(s.begin_group().await?, &tenant, decided.start, None)
+                            .await
+                    }
+                },
             }
         });
         Some((decided.decisions, write))

@@ -14,7 +14,7 @@ use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePo
 use tally_projections::{AccountBalance, BalanceProjection, Side};
 
 use super::changes::{balance_changes, StoredBalance};
-use super::group::GroupTransaction;
+use super::group::{head_moved, GroupTransaction, GroupWrite};
 use super::memory::Fence;
 use super::{
     decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, hold_rows_sql,
@@ -931,13 +931,29 @@ impl SqliteGroup {
         Ok(())
     }
 
-    async fn write_head(&mut self, tenant: &str, head: &Head) -> Result<(), LedgerError> {
-        sqlx::query("UPDATE ledger_heads SET seq = ?, hash = ? WHERE tenant_id = ?")
-            .bind(head.seq)
-            .bind(hex::encode(head.hash))
-            .bind(tenant)
-            .execute(&mut *self.tx)
-            .await?;
+    /// Moves the head from `start` to `head`; fails, for the transaction
+    /// to roll back, if it is not at `start`.
+    async fn write_head(
+        &mut self,
+        tenant: &str,
+        start: &Fence,
+        head: &Head,
+    ) -> Result<(), LedgerError> {
+        let moved = sqlx::query(
+            "UPDATE ledger_heads SET seq = ?, hash = ? \
+             WHERE tenant_id = ? AND seq = ? AND hash = ? AND generation = ?",
+        )
+        .bind(head.seq)
+        .bind(hex::encode(head.hash))
+        .bind(tenant)
+        .bind(start.head.seq)
+        .bind(hex::encode(start.head.hash))
+        .bind(start.generation)
+        .execute(&mut *self.tx)
+        .await?;
+        if moved.rows_affected() != 1 {
+            return Err(head_moved());
+        }
         Ok(())
     }
 }
@@ -1060,21 +1076,18 @@ impl GroupTransaction for SqliteGroup {
         Ok(())
     }
 
-    async fn write_group(
-        &mut self,
-        tenant: &str,
-        entries: &[StoredEntry],
-        balances: &[(&str, &str, AccountBalance)],
-        records: &[StateRow],
-        head: &Head,
-    ) -> Result<(), LedgerError> {
-        // In-process: statements cost no round trip, so one each.
-        self.insert_entries(entries).await?;
-        self.write_balances(tenant, balances).await?;
-        if !records.is_empty() {
-            self.write_records(tenant, records).await?;
+    async fn write_group(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
+        // In-process: statements cost no round trip, so one each. The head
+        // first: a group whose head moved fails before it writes a row.
+        self.write_head(&write.tenant, &write.start, &write.head)
+            .await?;
+        self.insert_entries(&write.entries).await?;
+        self.write_balances(&write.tenant, &write.balance_rows())
+            .await?;
+        if !write.records.is_empty() {
+            self.write_records(&write.tenant, &write.records).await?;
         }
-        self.write_head(tenant, head).await
+        Ok(())
     }
 
     async fn commit(self) -> Result<(), LedgerError> {
