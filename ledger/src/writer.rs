@@ -1208,6 +1208,22 @@ mod tests {
         }
     }
 
+    /// A debit `id`, decided from `memory` alone as entry `seq`; its write.
+    async fn decided_from_memory(
+        storage: &Storage,
+        id: &str,
+        seq: i64,
+        memory: &mut WriterMemory,
+    ) -> crate::store::PendingWrite {
+        let next = debit(id, "1");
+        let (decisions, write) = storage
+            .decide_ahead("t", &[&next], &[true], memory)
+            .await
+            .expect("everything it needs is remembered");
+        assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == seq));
+        write
+    }
+
     /// The write of a group decided ahead may start before the group before
     /// it has committed: it waits for the head, then finds it where that
     /// group left it, and writes.
@@ -1226,13 +1242,7 @@ mod tests {
                 .decide_group("t", &[&debit("u2", "1")], &[], &mut |_, _| {}, &mut memory)
                 .await
                 .unwrap();
-            let next = debit("u3", "1");
-            let (decisions, second) = storage
-                .decide_ahead("t", &[&next], &[true], &mut memory)
-                .await
-                .expect("everything it needs is remembered");
-            assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == 3));
-            let second = tokio::spawn(second);
+            let second = tokio::spawn(decided_from_memory(storage, "u3", 3, &mut memory).await);
             tokio::time::sleep(Duration::from_millis(100)).await;
             assert!(!second.is_finished(), "{}: it did not wait", db.engine());
             first.await.unwrap();
@@ -1257,12 +1267,7 @@ mod tests {
                     .commit_group_with("t", &[&debit("u1", "1")], &[], &mut |_, _| {}, &mut memory)
                     .await
                     .unwrap();
-                let next = debit("u2", "1");
-                let (decisions, write) = storage
-                    .decide_ahead("t", &[&next], &[true], &mut memory)
-                    .await
-                    .expect("everything it needs is remembered");
-                assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == 2));
+                let write = decided_from_memory(storage, "u2", 2, &mut memory).await;
                 if moved_by_rebuild {
                     storage.rebuild_balances("t").await.unwrap();
                 } else {
