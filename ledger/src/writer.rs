@@ -614,11 +614,17 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
         // the state the last group committed: a group it can answer is
         // decided from it too, and written without a read under the lock
         // (on PostgreSQL as one statement, one round trip instead of four).
+        // Not while another process appends to the tenant: a group decided
+        // from memory would find the head moved and be decided twice.
         let mut before = in_flight.take();
-        match storage
-            .decide_ahead(&tenant, &intents, &absent, &mut memory)
-            .await
-        {
+        let ahead = if memory.contended() {
+            None
+        } else {
+            storage
+                .decide_ahead(&tenant, &intents, &absent, &mut memory)
+                .await
+        };
+        match ahead {
             Some((decisions, write)) => {
                 drop(intents);
                 // Its write starts once the write before is done, not once
@@ -757,7 +763,11 @@ impl Finished<'_> {
         let result = match written {
             Ok(()) => Ok(decisions),
             Err(e) => {
-                memory.forget();
+                if ahead {
+                    memory.refused();
+                } else {
+                    memory.forget();
+                }
                 let intents: Vec<&Intent> = job_intents.iter().flatten().collect();
                 let final_now = &mut |i: usize, d: &Decision| answers.decided(i, d);
                 if ahead {
@@ -1186,7 +1196,11 @@ mod tests {
 
     /// Two writers of one tenant on one database (two processes): each
     /// moves the head under the other's groups decided ahead, whose writes
-    /// then refuse to write and are decided again under the lock.
+    /// then refuse to write and are decided again under the lock. After a
+    /// refusal a writer decides under the lock for `CONTENDED_FOR`, so
+    /// refusals stay rare: without that, half of the groups were decided
+    /// from memory and 20 to 37 of them (of ~80) decided again, in under a
+    /// second.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_head_moved_under_a_group_decided_ahead_is_decided_again() {
         for db in TestDb::every_engine(8).await {
@@ -1194,6 +1208,7 @@ mod tests {
                 Writers::new(db.storage.clone(), small_groups()),
                 Writers::new(db.storage.clone(), small_groups()),
             ];
+            let started = Instant::now();
             flood_and_check(&db.storage, &writers, 8, 40).await;
             let redone: u64 = writers
                 .iter()
@@ -1202,6 +1217,16 @@ mod tests {
             assert!(
                 redone > 0,
                 "{}: no group decided ahead found the head moved",
+                db.engine()
+            );
+            // At most one refusal per writer per `CONTENDED_FOR`, and one
+            // more for the refusals of a pipelined pair.
+            let windows =
+                started.elapsed().as_secs_f64() / crate::store::CONTENDED_FOR.as_secs_f64();
+            let bound = 2.0 * writers.len() as f64 * (windows.floor() + 1.0);
+            assert!(
+                redone as f64 <= bound,
+                "{}: {redone} groups decided twice (at most {bound}): decided from memory while contended",
                 db.engine()
             );
             db.remove().await;

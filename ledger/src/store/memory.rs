@@ -11,6 +11,7 @@
 //! Bounded: past [`MEMORY_LIMIT`] accounts or records it starts over.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use tally_projections::AccountBalance;
 
@@ -20,6 +21,13 @@ use crate::state::{StateKey, StateValue};
 /// Most accounts, and most rule-state records, remembered per tenant
 /// (~200 bytes each: at most a few tens of MB).
 pub const MEMORY_LIMIT: usize = 100_000;
+
+/// After a group decided from memory could not be written (another process
+/// appended to the tenant, most likely), how long the writer decides its
+/// groups under the head lock instead: while another process appends, a
+/// group decided from memory would nearly always find the head moved and be
+/// decided twice.
+pub const CONTENDED_FOR: Duration = Duration::from_secs(1);
 
 /// The head a memory is valid at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +44,8 @@ pub struct WriterMemory {
     balances: HashMap<String, Vec<(String, AccountBalance)>>,
     /// Rule-state records; `None` remembers that there is none.
     records: HashMap<StateKey, Option<StateValue>>,
+    /// When a group decided from this memory was last refused its write.
+    refused_at: Option<Instant>,
 }
 
 impl WriterMemory {
@@ -55,6 +65,20 @@ impl WriterMemory {
         self.fence = None;
         self.balances.clear();
         self.records.clear();
+    }
+
+    /// A group decided from this memory could not be written: forgets
+    /// everything, and [`WriterMemory::contended`] holds for
+    /// [`CONTENDED_FOR`].
+    pub(crate) fn refused(&mut self) {
+        self.forget();
+        self.refused_at = Some(Instant::now());
+    }
+
+    /// Whether a group decided from this memory was refused its write less
+    /// than [`CONTENDED_FOR`] ago: groups are then decided under the lock.
+    pub(crate) fn contended(&self) -> bool {
+        self.refused_at.is_some_and(|t| t.elapsed() < CONTENDED_FOR)
     }
 
     pub(crate) fn balances_of(&self, account: &str) -> Option<&[(String, AccountBalance)]> {

@@ -25,7 +25,7 @@ use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
 pub(crate) use group::found_entries;
-pub use memory::{WriterMemory, MEMORY_LIMIT};
+pub use memory::{WriterMemory, CONTENDED_FOR, MEMORY_LIMIT};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use usage::{run_usage_projector, ProjectorStats, UsageQuery, UsageRead, USAGE_PAGE};
