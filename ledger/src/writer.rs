@@ -608,9 +608,9 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
 
         // Pipelining: while the group before is written and committed, this
         // one is decided from what the writer remembers of the state that
-        // group leaves behind. Its write starts at once (see
-        // `store::group::write_ahead`) and commits only if the head is still
-        // where it was decided. With no group in flight, the memory holds
+        // group leaves behind. Its write starts once that group's write is
+        // done (`start_write`) and commits only if the head is where it was
+        // decided (`store::group::write_ahead`). With no group in flight, the memory holds
         // the state the last group committed: a group it can answer is
         // decided from it too, and written without a read under the lock
         // (on PostgreSQL as one statement, one round trip instead of four).
@@ -1233,6 +1233,16 @@ mod tests {
         }
     }
 
+    /// Commits a first debit, `u1`; the memory its writer is left with.
+    async fn first_debit_remembered(storage: &Storage) -> WriterMemory {
+        let mut memory = WriterMemory::default();
+        storage
+            .commit_group_with("t", &[&debit("u1", "1")], &[], &mut |_, _| {}, &mut memory)
+            .await
+            .unwrap();
+        memory
+    }
+
     /// A debit `id`, decided from `memory` alone as entry `seq`; its write.
     async fn decided_from_memory(
         storage: &Storage,
@@ -1256,11 +1266,7 @@ mod tests {
     async fn a_group_decided_ahead_waits_for_the_commit_before_it() {
         for db in TestDb::every_engine(4).await {
             let storage = &db.storage;
-            let mut memory = WriterMemory::default();
-            storage
-                .commit_group_with("t", &[&debit("u1", "1")], &[], &mut |_, _| {}, &mut memory)
-                .await
-                .unwrap();
+            let mut memory = first_debit_remembered(storage).await;
             // Decided under the head lock, which its transaction holds until
             // the write below commits.
             let (_, first) = storage
@@ -1287,11 +1293,7 @@ mod tests {
         for moved_by_rebuild in [false, true] {
             for db in TestDb::every_engine(4).await {
                 let storage = &db.storage;
-                let mut memory = WriterMemory::default();
-                storage
-                    .commit_group_with("t", &[&debit("u1", "1")], &[], &mut |_, _| {}, &mut memory)
-                    .await
-                    .unwrap();
+                let mut memory = first_debit_remembered(storage).await;
                 let write = decided_from_memory(storage, "u2", 2, &mut memory).await;
                 if moved_by_rebuild {
                     storage.rebuild_balances("t").await.unwrap();
