@@ -207,6 +207,11 @@ async fn every_setting_is_listed_by_help_with_its_env_var_and_default() {
         ("--queue-capacity", "TALLY_QUEUE_CAPACITY", Some("10000")),
         ("--linger-ms", "TALLY_LINGER_MS", Some("0")),
         ("--writer-idle-ms", "TALLY_WRITER_IDLE_MS", Some("60000")),
+        (
+            "--skip-look-ups-after",
+            "TALLY_SKIP_LOOK_UPS_AFTER",
+            Some("1000"),
+        ),
         ("--key-recheck-ms", "TALLY_KEY_RECHECK_MS", Some("10000")),
         ("--pool-size", "TALLY_POOL_SIZE", Some("16")),
         ("--hold-sweep-ms", "TALLY_HOLD_SWEEP_MS", Some("1000")),

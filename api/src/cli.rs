@@ -90,6 +90,12 @@ pub struct ServeArgs {
     #[arg(long, env = "TALLY_WRITER_IDLE_MS", default_value_t = 60_000,
           value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     pub writer_idle_ms: u64,
+    /// Keys found free in a row after which a tenant's keys are no longer
+    /// looked up before its writer: the UNIQUE constraint on the key decides,
+    /// and a replay then costs its group a second decision. 0 always looks up.
+    #[arg(long, env = "TALLY_SKIP_LOOK_UPS_AFTER", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u32).range(0..=100_000_000))]
+    pub skip_look_ups_after: u32,
     /// Milliseconds an API key found in the database is trusted before it
     /// is looked up again: the longest a revoked (deleted) key keeps working.
     #[arg(long, env = "TALLY_KEY_RECHECK_MS", default_value_t = 10_000,

@@ -185,6 +185,7 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             queue_capacity: args.queue_capacity as usize,
             linger: std::time::Duration::from_millis(args.linger_ms),
             idle_after: std::time::Duration::from_millis(args.writer_idle_ms),
+            skip_look_ups_after: args.skip_look_ups_after as usize,
         },
     )
     .with_signer(signer)

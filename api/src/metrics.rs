@@ -394,6 +394,26 @@ impl Metrics {
             &[],
             stats.decided_ahead_redone.load(Ordering::Relaxed),
         );
+        out.family(
+            "tally_writer_intents_not_looked_up_total",
+            "counter",
+            "Intents sent to the writer without a key look-up, the look-ups before them having found a run of free keys: the UNIQUE constraint decides.",
+        );
+        out.sample(
+            "tally_writer_intents_not_looked_up_total",
+            &[],
+            stats.not_looked_up.load(Ordering::Relaxed),
+        );
+        out.family(
+            "tally_writer_groups_key_taken_total",
+            "counter",
+            "Groups whose write found a key taken (a replay sent without look-up, or a key taken since its look-up): nothing written, decided again with every key looked up.",
+        );
+        out.sample(
+            "tally_writer_groups_key_taken_total",
+            &[],
+            stats.key_taken_groups.load(Ordering::Relaxed),
+        );
         let depth = writers.queue_depth();
         out.family(
             "tally_writer_queued_intents",

@@ -21,6 +21,7 @@ pub mod fingerprint;
 pub mod fold;
 pub mod intent;
 pub mod keys;
+mod look_ups;
 pub mod names;
 pub mod state;
 pub mod statement;

@@ -12,7 +12,7 @@
 //! tenant ever seen.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -21,8 +21,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::decide::{decide_existing, Decision};
 use crate::entry::StoredEntry;
 use crate::intent::{EntryKind, Intent};
+use crate::look_ups::{KeyLookUps, KeyTaken};
 use crate::stats::Histogram;
-use crate::store::{PendingWrite, Storage, WriterMemory};
+use crate::store::{DecidedWrite, Fence, PendingWrite, Storage, WriterMemory};
 use crate::LedgerError;
 
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +39,12 @@ pub struct WriterConfig {
     /// A tenant's writer that received nothing for this long stops; the
     /// tenant's next request starts a new one (with nothing remembered).
     pub idle_after: Duration,
+    /// Once this many keys in a row were looked up and found free, keys are
+    /// no longer looked up before the writer: the UNIQUE constraint on the
+    /// key is the look-up, and a taken key fails its group, which is then
+    /// decided again with every key looked up (and look-ups resume). Zero
+    /// always looks keys up. See [`KeyLookUps`].
+    pub skip_look_ups_after: usize,
 }
 
 impl Default for WriterConfig {
@@ -47,9 +54,17 @@ impl Default for WriterConfig {
             queue_capacity: 10_000,
             linger: Duration::ZERO,
             idle_after: DEFAULT_IDLE_AFTER,
+            skip_look_ups_after: DEFAULT_SKIP_LOOK_UPS_AFTER,
         }
     }
 }
+
+/// Free keys in a row after which keys are no longer looked up before the
+/// writer (see [`WriterConfig::skip_look_ups_after`]): a run of new keys
+/// this long makes a replay in the next group unlikely, and a replay that
+/// does come costs one group decided twice, against the look-up of every
+/// one of these keys it saves.
+pub const DEFAULT_SKIP_LOOK_UPS_AFTER: usize = 1_000;
 
 /// How long a tenant's writer waits for work before it stops.
 pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(60);
@@ -95,9 +110,19 @@ pub struct WriterStats {
     pub decided_ahead: AtomicU64,
     /// Of those, groups whose write found the head moved (another process
     /// appended) or failed, and that were decided again under the lock.
+    /// Not counted: a group whose write found a key taken, or decided on top
+    /// of a group that did (see `key_taken_groups`).
     pub decided_ahead_redone: AtomicU64,
     /// Tenant writers stopped after `idle_after` without work.
     pub idle_writers_stopped: AtomicU64,
+    /// Intents sent to the writer without their key looked up first, the
+    /// look-ups before having found every key free ([`KeyLookUps`]).
+    pub not_looked_up: AtomicU64,
+    /// Groups whose write found one of their keys taken (a replay or a
+    /// conflict not looked up, or a key taken by another process since its
+    /// look-up): nothing was written, and the group was decided again with
+    /// every key looked up.
+    pub key_taken_groups: AtomicU64,
 }
 
 /// Bounds of [`WriterStats::group_size`], in intents (`max_group` ≤ 10,000).
@@ -122,6 +147,8 @@ impl Default for WriterStats {
             decided_ahead: AtomicU64::new(0),
             decided_ahead_redone: AtomicU64::new(0),
             idle_writers_stopped: AtomicU64::new(0),
+            not_looked_up: AtomicU64::new(0),
+            key_taken_groups: AtomicU64::new(0),
         }
     }
 }
@@ -250,6 +277,7 @@ impl Writers {
             let (sender, receiver) = mpsc::unbounded_channel();
             let (to_writer, writer_queue) = mpsc::unbounded_channel();
             let pending = Arc::new(AtomicUsize::new(0));
+            let key_taken = KeyTaken::default();
             tokio::spawn(look_up(
                 self.storage.clone(),
                 tenant.to_owned(),
@@ -259,6 +287,7 @@ impl Writers {
                     pending: pending.clone(),
                     config: self.config,
                     stats: self.stats.clone(),
+                    key_taken: key_taken.clone(),
                 },
                 Arc::downgrade(&self.queues),
             ));
@@ -270,6 +299,7 @@ impl Writers {
                     pending: pending.clone(),
                     config: self.config,
                     stats: self.stats.clone(),
+                    key_taken: key_taken.clone(),
                 },
             ));
             queues.insert(tenant.to_owned(), TenantQueue { sender, pending });
@@ -277,6 +307,17 @@ impl Writers {
         // Present: either it was alive or it was inserted just above.
         &queues[tenant]
     }
+}
+
+/// What a tenant's look-up task and writer share.
+struct Stage {
+    /// Intents queued or being decided; bounded by `queue_capacity`.
+    pending: Arc<AtomicUsize>,
+    config: WriterConfig,
+    stats: Arc<WriterStats>,
+    /// The writer reports a group that found a key taken; the look-up task
+    /// then looks keys up again.
+    key_taken: KeyTaken,
 }
 
 /// Before the writer: looks up the keys of whatever is waiting in one
@@ -287,15 +328,9 @@ impl Writers {
 /// write. The rest goes to the writer, with the keys found free marked so
 /// the group does not look them up again (should one be taken meanwhile,
 /// the UNIQUE constraint fails the group and the writer runs it again
-/// looking every key up under the lock).
-/// What a tenant's look-up task and writer share.
-struct Stage {
-    /// Intents queued or being decided; bounded by `queue_capacity`.
-    pending: Arc<AtomicUsize>,
-    config: WriterConfig,
-    stats: Arc<WriterStats>,
-}
-
+/// looking every key up under the lock). After a run of keys all found
+/// free, keys go to the writer unlooked, marked free the same way
+/// ([`KeyLookUps`]).
 async fn look_up(
     storage: Storage,
     tenant: String,
@@ -308,7 +343,9 @@ async fn look_up(
         pending,
         config,
         stats,
+        key_taken,
     } = stage;
+    let mut look_ups = KeyLookUps::new(config.skip_look_ups_after, key_taken);
     // Returning drops `writer`: the writer task ends once it has answered
     // what it holds, and the tenant's remembered balances with it.
     while let Some(first) = next_job(&mut rx, &tenant, &pending, &stats, config, &queues).await {
@@ -318,6 +355,20 @@ async fn look_up(
             let Ok(job) = rx.try_recv() else { break };
             size += job.intents.len();
             jobs.push(job);
+        }
+        if !look_ups.needed() {
+            for mut job in jobs {
+                job.absent = job
+                    .intents
+                    .iter()
+                    .map(|i| i.kind != EntryKind::AccountSettings)
+                    .collect();
+                stats
+                    .not_looked_up
+                    .fetch_add(job.intents.len() as u64, Ordering::Relaxed);
+                forward(&writer, job, &pending);
+            }
+            continue;
         }
         // Every key is looked up here, never in the group: a look-up moved
         // out of the group costs no extra round trip (the group skips keys
@@ -345,9 +396,11 @@ async fn look_up(
             ms = started.elapsed().as_secs_f64() * 1e3,
             "keys looked up before the writer"
         );
-        drop(keys);
         let found: Vec<StoredEntry> = match found {
-            Ok(found) => found,
+            Ok(found) => {
+                look_ups.looked_up(keys.len(), found.len());
+                found
+            }
             Err(e) => {
                 // Nothing is lost: the writer looks every key up itself.
                 tracing::debug!(tenant = %tenant, error = %e, "look-up before the writer failed");
@@ -455,8 +508,13 @@ struct DecidedGroup {
     answers: Answers,
     /// Kept to decide the group again should its write fail.
     job_intents: Vec<Vec<Intent>>,
-    /// Decided from memory on top of the group before it.
+    /// Decided from memory, with no read under the head lock.
     ahead: bool,
+    /// Decided while the group before it was not yet answered, on top of
+    /// what that group's write was to leave.
+    on_top: bool,
+    /// The head it was decided on (`None`: its decision failed).
+    start: Option<Fence>,
     size: usize,
     started: Instant,
 }
@@ -518,12 +576,15 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
         pending,
         config,
         stats,
+        key_taken,
     } = stage;
     let finished = Finished {
         storage: &storage,
         tenant: &tenant,
         pending: &pending,
         stats: &stats,
+        key_taken,
+        failed_before: AtomicBool::new(false),
     };
     // A job that did not fit into the previous group starts the next one.
     let mut carry: Option<Job> = None;
@@ -625,8 +686,13 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
                 .await
         };
         match ahead {
-            Some((decisions, write)) => {
+            Some(DecidedWrite {
+                decisions,
+                write,
+                start,
+            }) => {
                 drop(intents);
+                let on_top = before.is_some();
                 // Its write starts once the write before is done, not once
                 // it is known to have committed: if it failed, the head is
                 // elsewhere and this one writes nothing.
@@ -641,6 +707,8 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
                     answers,
                     job_intents,
                     ahead: true,
+                    on_top,
+                    start: Some(start),
                     size,
                     started,
                 };
@@ -665,7 +733,11 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
             )
             .await;
         drop(intents);
-        let (decisions, write) = match decided {
+        let DecidedWrite {
+            decisions,
+            write,
+            start,
+        } = match decided {
             Ok(decided) => decided,
             Err(e) => {
                 // Nothing was written: decided again at once, like a group
@@ -675,6 +747,8 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
                     answers,
                     job_intents,
                     ahead: false,
+                    on_top: false,
+                    start: None,
                     size,
                     started,
                 };
@@ -687,6 +761,8 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
             answers,
             job_intents,
             ahead: false,
+            on_top: false,
+            start: Some(start),
             size,
             started,
         };
@@ -732,6 +808,11 @@ struct Finished<'a> {
     tenant: &'a str,
     pending: &'a AtomicUsize,
     stats: &'a WriterStats,
+    key_taken: KeyTaken,
+    /// Whether the last write answered failed: a group decided on top of it
+    /// is then refused because that group never committed, not because
+    /// another process appended.
+    failed_before: AtomicBool,
 }
 
 impl Finished<'_> {
@@ -757,23 +838,42 @@ impl Finished<'_> {
             mut answers,
             job_intents,
             ahead,
+            on_top,
+            start,
             size,
             started,
         } = f;
+        let failed_before = self.failed_before.swap(written.is_err(), Ordering::Relaxed);
         let result = match written {
             Ok(()) => Ok(decisions),
             Err(e) => {
-                if ahead {
-                    memory.refused();
-                } else {
-                    memory.forget();
+                // A key taken is no sign of another writer: a replay sent
+                // unlooked (`KeyLookUps`) or a key taken since its look-up.
+                let key_taken = matches!(&e, LedgerError::Database(d) if is_unique_violation(d));
+                if key_taken {
+                    self.stats.key_taken_groups.fetch_add(1, Ordering::Relaxed);
+                    self.key_taken.report();
+                }
+                match start {
+                    // Decided on top of a group that wrote nothing: what it
+                    // taught the memory went with that group's (rewound or
+                    // forgotten), and the memory now holds that group's
+                    // second run. Refused for that, not for another writer.
+                    _ if on_top && failed_before => {}
+                    // Nothing was written: only what this group (and any
+                    // decided on top of it) taught is taken back.
+                    Some(start) if key_taken => memory.rewind(start),
+                    _ if ahead => {
+                        self.stats
+                            .decided_ahead_redone
+                            .fetch_add(1, Ordering::Relaxed);
+                        memory.refused();
+                    }
+                    _ => memory.forget(),
                 }
                 let intents: Vec<&Intent> = job_intents.iter().flatten().collect();
                 let final_now = &mut |i: usize, d: &Decision| answers.decided(i, d);
                 if ahead {
-                    self.stats
-                        .decided_ahead_redone
-                        .fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(tenant = %self.tenant, error = %e, "deciding a group decided ahead again");
                     commit_with_retry(self.storage, self.tenant, &intents, &[], final_now, memory)
                         .await
@@ -997,6 +1097,7 @@ mod tests {
             pending: Arc::new(AtomicUsize::new(requests.iter().map(Vec::len).sum())),
             config: WriterConfig::default(),
             stats: Arc::default(),
+            key_taken: KeyTaken::default(),
         };
         let stats = stage.stats.clone();
         let mut answers = Vec::new();
@@ -1251,7 +1352,9 @@ mod tests {
         memory: &mut WriterMemory,
     ) -> crate::store::PendingWrite {
         let next = debit(id, "1");
-        let (decisions, write) = storage
+        let DecidedWrite {
+            decisions, write, ..
+        } = storage
             .decide_ahead("t", &[&next], &[true], memory)
             .await
             .expect("everything it needs is remembered");
@@ -1269,10 +1372,11 @@ mod tests {
             let mut memory = first_debit_remembered(storage).await;
             // Decided under the head lock, which its transaction holds until
             // the write below commits.
-            let (_, first) = storage
+            let first = storage
                 .decide_group("t", &[&debit("u2", "1")], &[], &mut |_, _| {}, &mut memory)
                 .await
-                .unwrap();
+                .unwrap()
+                .write;
             let second = tokio::spawn(decided_from_memory(storage, "u3", 3, &mut memory).await);
             tokio::time::sleep(Duration::from_millis(100)).await;
             assert!(!second.is_finished(), "{}: it did not wait", db.engine());
@@ -1409,5 +1513,222 @@ mod tests {
             writers.stats().idle_writers_stopped.load(Ordering::Relaxed) > 0,
             "no writer retired during the run: the race was not exercised"
         );
+    }
+
+    fn skip_look_ups_after(n: usize) -> WriterConfig {
+        WriterConfig {
+            skip_look_ups_after: n,
+            ..WriterConfig::default()
+        }
+    }
+
+    /// A debit of 1 on `other`, credited to `@other-revenue`.
+    fn other_debit(id: &str) -> Intent {
+        let body = serde_json::json!({
+            "usage_record_id": id, "account": "other", "amount": "1", "unit": "USD",
+            "counter_account": "@other-revenue"
+        });
+        Intent::usage_debit(body.as_object().unwrap().clone()).unwrap()
+    }
+
+    fn created_id(d: &Decision) -> String {
+        match d {
+            Decision::Created(e) => e.id.clone(),
+            other => panic!("expected a new entry, got {other:?}"),
+        }
+    }
+
+    /// After a run of free keys, keys reach the writer unlooked. A replay
+    /// and a conflict among them still get the committed entry's answer,
+    /// on the group's second decision, and nothing is posted twice; the
+    /// taken key resumes look-ups, and is no sign of another writer (the
+    /// next group is still decided from memory).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn unlooked_keys_still_replay_and_conflict_and_look_ups_resume() {
+        for db in TestDb::every_engine(4).await {
+            let engine = db.engine();
+            let writers = Writers::new(db.storage.clone(), skip_look_ups_after(8));
+            let stats = writers.stats();
+            let mut ids = Vec::new();
+            // u9 moves two other accounts, which the failed group below
+            // does not touch.
+            for n in 0..10 {
+                let d = if n == 9 {
+                    writers.decide("t", other_debit("u9")).await
+                } else {
+                    writers.decide("t", debit(&format!("u{n}"), "1")).await
+                };
+                ids.push(created_id(&d.unwrap()));
+            }
+            assert_eq!(
+                stats.not_looked_up.load(Ordering::Relaxed),
+                2,
+                "{engine}: the keys after a run of 8 free ones go unlooked"
+            );
+
+            let replay = writers.decide("t", debit("u0", "1")).await.unwrap();
+            match &replay {
+                Decision::Replayed(e) => assert_eq!(e.id, ids[0], "{engine}"),
+                other => panic!("{engine}: {other:?}"),
+            }
+            assert_eq!(stats.not_looked_up.load(Ordering::Relaxed), 3, "{engine}");
+            assert_eq!(
+                stats.key_taken_groups.load(Ordering::Relaxed),
+                1,
+                "{engine}"
+            );
+
+            // Look-ups resumed: a conflict is answered before any group.
+            let before = stats.answered_before_group.load(Ordering::Relaxed);
+            let conflict = writers.decide("t", debit("u1", "2")).await.unwrap();
+            assert!(
+                matches!(&conflict, Decision::Conflict { entry_id, .. } if *entry_id == ids[1]),
+                "{engine}: {conflict:?}"
+            );
+            assert_eq!(
+                stats.answered_before_group.load(Ordering::Relaxed),
+                before + 1,
+                "{engine}"
+            );
+            // ... and the key taken cost nothing more than forgetting what
+            // the failed group touched: no lock path as if another process
+            // appended, and a group on another account is decided from
+            // memory at once.
+            let ahead = stats.decided_ahead.load(Ordering::Relaxed);
+            created_id(&writers.decide("t", other_debit("u10")).await.unwrap());
+            assert_eq!(
+                stats.decided_ahead.load(Ordering::Relaxed),
+                ahead + 1,
+                "{engine}: the group after a key taken is decided from memory"
+            );
+            created_id(&writers.decide("t", debit("u11", "1")).await.unwrap());
+
+            // Unlooked again after 8 more free keys; then one request holds
+            // a new key, a replay, a conflict and a key repeated inside it.
+            for n in 12..18 {
+                created_id(
+                    &writers
+                        .decide("t", debit(&format!("u{n}"), "1"))
+                        .await
+                        .unwrap(),
+                );
+            }
+            let unlooked = stats.not_looked_up.load(Ordering::Relaxed);
+            let mixed = writers
+                .decide_all(
+                    "t",
+                    vec![
+                        debit("u18", "1"),
+                        debit("u2", "1"),
+                        debit("u3", "5"),
+                        debit("u18", "1"),
+                    ],
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                stats.not_looked_up.load(Ordering::Relaxed),
+                unlooked + 4,
+                "{engine}"
+            );
+            let new_id = created_id(&mixed[0]);
+            assert!(
+                matches!(&mixed[1], Decision::Replayed(e) if e.id == ids[2]),
+                "{engine}: {mixed:?}"
+            );
+            assert!(
+                matches!(&mixed[2], Decision::Conflict { entry_id, .. } if *entry_id == ids[3]),
+                "{engine}: {mixed:?}"
+            );
+            assert!(
+                matches!(&mixed[3], Decision::Replayed(e) if e.id == new_id),
+                "{engine}: {mixed:?}"
+            );
+            assert_eq!(
+                stats.key_taken_groups.load(Ordering::Relaxed),
+                2,
+                "{engine}"
+            );
+
+            assert_eq!(
+                entries(&db.storage).await,
+                19,
+                "{engine}: u0..u18, once each"
+            );
+            let report = crate::verify::verify_tenant(&db.storage, "t", |_| {})
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(report.entries, 19, "{engine}");
+            let balances = db.storage.stored_balances("t").await.unwrap();
+            let b = balances.get("cust", "USD").unwrap();
+            assert_eq!(b.debits, rust_decimal::Decimal::from(17), "{engine}");
+            let b = balances.get("other", "USD").unwrap();
+            assert_eq!(b.debits, rust_decimal::Decimal::from(2), "{engine}");
+        }
+    }
+
+    /// Many clients post new keys and replays of their own keys while keys
+    /// go unlooked and groups are decided ahead: every replay returns the
+    /// first entry, and the ledger holds each key once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn replays_among_unlooked_keys_under_a_flood_leave_the_ledger_exact() {
+        for db in TestDb::every_engine(4).await {
+            let engine = db.engine();
+            let config = WriterConfig {
+                max_group: 4,
+                skip_look_ups_after: 16,
+                ..WriterConfig::default()
+            };
+            let writers = Writers::new(db.storage.clone(), config);
+            let mut tasks = Vec::new();
+            for client in 0..8 {
+                let writers = writers.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut ids = Vec::new();
+                    for n in 0..60 {
+                        if n % 6 == 5 {
+                            let k = n / 2;
+                            let d = writers
+                                .decide("t", debit_of(&format!("c{client}-{k}"), "cust0"))
+                                .await
+                                .unwrap();
+                            assert!(
+                                matches!(&d, Decision::Replayed(e) if e.id == ids[k]),
+                                "{d:?}"
+                            );
+                        } else {
+                            let id = format!("c{client}-{}", ids.len());
+                            let d = writers.decide("t", debit_of(&id, "cust0")).await.unwrap();
+                            ids.push(created_id(&d));
+                        }
+                    }
+                    ids.len()
+                }));
+            }
+            let mut total = 0;
+            for task in tasks {
+                total += task.await.unwrap();
+            }
+            let stats = writers.stats();
+            assert!(stats.not_looked_up.load(Ordering::Relaxed) > 0, "{engine}");
+            assert!(
+                stats.key_taken_groups.load(Ordering::Relaxed) > 0,
+                "{engine}"
+            );
+            assert_eq!(
+                stats.decided_ahead_redone.load(Ordering::Relaxed),
+                0,
+                "{engine}: a key taken was taken for another writer's append"
+            );
+            let report = crate::verify::verify_tenant(&db.storage, "t", |_| {})
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(report.entries, total as i64, "{engine}");
+            let balances = db.storage.stored_balances("t").await.unwrap();
+            let b = balances.get("cust0", "USD").unwrap();
+            assert_eq!(b.debits, rust_decimal::Decimal::from(total), "{engine}");
+        }
     }
 }

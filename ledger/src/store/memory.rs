@@ -6,8 +6,11 @@
 //! by the head it last saw (seq, hash, generation). Every group locks the
 //! head first; if the head is not the fence (another process appended, or
 //! `tally projections rebuild` rewrote the projections and bumped the
-//! generation), everything is forgotten and read again. A group that fails,
-//! or whose commit may or may not have happened, forgets everything too.
+//! generation), everything is forgotten and read again. A group whose
+//! commit may or may not have happened forgets everything too. A group known
+//! not to have written anything (its write found a key taken) takes back only
+//! what it and the groups decided on top of it taught ([`WriterMemory::rewind`]):
+//! each remembered thing carries the head sequence it was learned at.
 //! Bounded: past [`MEMORY_LIMIT`] accounts or records it starts over.
 
 use std::collections::HashMap;
@@ -36,14 +39,22 @@ pub(crate) struct Fence {
     pub generation: i64,
 }
 
+/// A remembered value and the head sequence of the group that taught it.
+#[derive(Debug)]
+struct Learned<T> {
+    at: i64,
+    value: T,
+}
+
 /// See the module documentation. `Default` remembers nothing.
 #[derive(Debug, Default)]
 pub struct WriterMemory {
     fence: Option<Fence>,
-    /// Every unit's balance of each remembered account (empty: none stored).
-    balances: HashMap<String, Vec<(String, AccountBalance)>>,
+    /// Every unit's balance of each remembered account (empty: none
+    /// stored), with the head sequence it was learned at.
+    balances: HashMap<String, Learned<Vec<(String, AccountBalance)>>>,
     /// Rule-state records; `None` remembers that there is none.
-    records: HashMap<StateKey, Option<StateValue>>,
+    records: HashMap<StateKey, Learned<Option<StateValue>>>,
     /// When a group decided from this memory was last refused its write.
     refused_at: Option<Instant>,
 }
@@ -81,12 +92,22 @@ impl WriterMemory {
         self.refused_at.is_some_and(|t| t.elapsed() < CONTENDED_FOR)
     }
 
+    /// The groups learned after `to` wrote nothing (one found a key taken,
+    /// and the rest were decided on top of it): what they taught is
+    /// forgotten, and the memory is what it was at `to`.
+    pub(crate) fn rewind(&mut self, to: Fence) {
+        let seq = to.head.seq;
+        self.balances.retain(|_, l| l.at <= seq);
+        self.records.retain(|_, l| l.at <= seq);
+        self.fence = Some(to);
+    }
+
     pub(crate) fn balances_of(&self, account: &str) -> Option<&[(String, AccountBalance)]> {
-        self.balances.get(account).map(Vec::as_slice)
+        self.balances.get(account).map(|l| l.value.as_slice())
     }
 
     pub(crate) fn record(&self, key: &StateKey) -> Option<&Option<StateValue>> {
-        self.records.get(key)
+        self.records.get(key).map(|l| &l.value)
     }
 
     /// After a group that ended at `fence` (committed, or wrote nothing):
@@ -103,8 +124,17 @@ impl WriterMemory {
             self.forget();
         }
         self.fence = Some(fence);
-        self.balances.extend(balances);
-        self.records.extend(records);
+        let at = fence.head.seq;
+        self.balances.extend(
+            balances
+                .into_iter()
+                .map(|(k, value)| (k, Learned { at, value })),
+        );
+        self.records.extend(
+            records
+                .into_iter()
+                .map(|(k, value)| (k, Learned { at, value })),
+        );
     }
 
     /// Accounts remembered (for tests and metrics).
@@ -149,6 +179,23 @@ mod tests {
             m.balances_of("a").is_none(),
             "a rebuild bumped the generation"
         );
+    }
+
+    #[test]
+    fn a_rewind_forgets_what_groups_after_the_fence_taught() {
+        let mut m = WriterMemory::default();
+        m.learn(fence(3, 0), one_account(), []);
+        let b = HashMap::from([("b".to_owned(), Vec::new())]);
+        m.learn(fence(5, 0), b, []);
+        let a_again = HashMap::from([("a".to_owned(), Vec::new())]);
+        m.learn(fence(7, 0), a_again, []);
+        m.rewind(fence(3, 0));
+        assert_eq!(m.fence(), Some(fence(3, 0)));
+        assert!(m.balances_of("a").is_none(), "a changed after seq 3");
+        assert!(m.balances_of("b").is_none(), "b learned after seq 3");
+        m.learn(fence(4, 0), one_account(), []);
+        m.rewind(fence(4, 0));
+        assert!(m.balances_of("a").is_some(), "learned at the fence itself");
     }
 
     #[test]

@@ -25,6 +25,7 @@ use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
 pub(crate) use group::found_entries;
+pub(crate) use memory::Fence;
 pub use memory::{WriterMemory, CONTENDED_FOR, MEMORY_LIMIT};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -204,7 +205,9 @@ impl Storage {
         final_now: &mut (dyn FnMut(usize, &Decision) + Send),
         memory: &mut WriterMemory,
     ) -> Result<Vec<Decision>, LedgerError> {
-        let (decisions, write) = self
+        let DecidedWrite {
+            decisions, write, ..
+        } = self
             .decide_group(tenant, intents, absent, final_now, memory)
             .await?;
         if let Err(e) = write.await {
@@ -227,7 +230,7 @@ impl Storage {
         absent: &[bool],
         final_now: &mut (dyn FnMut(usize, &Decision) + Send),
         memory: &mut WriterMemory,
-    ) -> Result<(Vec<Decision>, PendingWrite), LedgerError> {
+    ) -> Result<DecidedWrite, LedgerError> {
         let group = group::Group {
             tenant,
             intents,
@@ -238,13 +241,21 @@ impl Storage {
                 let mut tx = s.begin_group().await?;
                 group::decide(&mut tx, group, final_now, memory)
                     .await
-                    .map(|d| (d.decisions, pending_write(tx, d.write)))
+                    .map(|d| DecidedWrite {
+                        decisions: d.decisions,
+                        write: pending_write(tx, d.write),
+                        start: d.start,
+                    })
             }
             Storage::Postgres(s) => {
                 let mut tx = s.begin_group().await?;
                 group::decide(&mut tx, group, final_now, memory)
                     .await
-                    .map(|d| (d.decisions, pending_write(tx, d.write)))
+                    .map(|d| DecidedWrite {
+                        decisions: d.decisions,
+                        write: pending_write(tx, d.write),
+                        start: d.start,
+                    })
             }
         };
         if decided.is_err() {
@@ -265,13 +276,14 @@ impl Storage {
         intents: &[&Intent],
         absent: &[bool],
         memory: &mut WriterMemory,
-    ) -> Option<(Vec<Decision>, PendingWrite)> {
+    ) -> Option<DecidedWrite> {
         let group = group::Group {
             tenant,
             intents,
             absent,
         };
         let decided = group::ahead(group, memory).await?;
+        let start = decided.start;
         let (storage, tenant) = (self.clone(), tenant.to_owned());
         let write: PendingWrite = Box::pin(async move {
             let write = decided.write.as_ref();
@@ -288,7 +300,11 @@ impl Storage {
                 },
             }
         });
-        Some((decided.decisions, write))
+        Some(DecidedWrite {
+            decisions: decided.decisions,
+            write,
+            start,
+        })
     }
 
     pub async fn insert_api_key(
@@ -487,6 +503,15 @@ pub(crate) type PendingWrite =
 /// counts as done, so a group decided ahead, waiting for that lock, goes on
 /// at once (a dropped transaction is rolled back only once its connection
 /// is back in the pool).
+/// A group decided, its write still to run.
+pub(crate) struct DecidedWrite {
+    pub decisions: Vec<Decision>,
+    pub write: PendingWrite,
+    /// The head it was decided on: should the write find a key taken (and
+    /// so write nothing), the writer's memory rewinds to it.
+    pub start: Fence,
+}
+
 fn pending_write<T: group::GroupTransaction + 'static>(
     tx: T,
     write: Option<group::GroupWrite>,
