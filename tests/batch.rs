@@ -17,6 +17,7 @@ engine_tests!(
     a_batch_item_answers_exactly_what_the_single_endpoint_answers,
     oversized_and_malformed_batches_write_nothing,
     batches_and_single_requests_racing_on_the_same_keys_post_each_once,
+    replays_after_a_long_run_of_new_keys_are_still_replays,
 );
 
 fn op(kind: &str, mut body: Value) -> Value {
@@ -237,4 +238,89 @@ async fn batches_and_single_requests_racing_on_the_same_keys_post_each_once(engi
     assert_eq!(ledger.count("entries").await, 300);
     let (ok, out, _) = ledger.tally(&["verify"]).await;
     assert!(ok, "{out}");
+}
+
+/// The value of an unlabelled counter in the server's `/metrics`.
+async fn counter(server: &common::Server, name: &str) -> u64 {
+    let r = server
+        .send(server.client.get(format!("{}/metrics", server.base)))
+        .await;
+    let text = String::from_utf8(r.body).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.split(' ').next() == Some(name))
+        .unwrap_or_else(|| panic!("no {name} in /metrics"));
+    line.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+async fn post_new_keys(server: &common::Server, key: &str, prefix: &str, n: usize) -> Vec<Value> {
+    let ops: Vec<Value> = (0..n)
+        .map(|i| op("usage_debit", debit(&format!("{prefix}{i}"), "cust", "1")))
+        .collect();
+    let r = server
+        .post("/v1/batch", key, &json!({ "operations": ops }))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let results = r.json()["results"].as_array().unwrap().clone();
+    assert!(results.iter().all(|x| x["status"] == 201), "{results:?}");
+    results
+}
+
+/// After a long run of new keys the server stops looking keys up before
+/// its writer (the UNIQUE constraint decides): a replay or a conflict sent
+/// then is still answered with the committed entry, and posts nothing.
+async fn replays_after_a_long_run_of_new_keys_are_still_replays(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = ledger.server().await;
+    let first = post_new_keys(&server, &key, "a", 1_000).await;
+    post_new_keys(&server, &key, "b", 1_000).await;
+    let unlooked = counter(&server, "tally_writer_intents_not_looked_up_total").await;
+    assert!(
+        unlooked >= 1_000,
+        "the second batch went unlooked: {unlooked}"
+    );
+
+    let r = server
+        .post("/v1/usage-debits", &key, &debit("a7", "cust", "1"))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.replayed());
+    assert_eq!(r.json(), first[7]["entry"]);
+    assert_eq!(
+        counter(&server, "tally_writer_groups_key_taken_total").await,
+        1
+    );
+
+    // Unlooked again after another run; then a batch of a new key, a
+    // replay, a conflict and the new key again.
+    post_new_keys(&server, &key, "c", 1_000).await;
+    let before = counter(&server, "tally_writer_intents_not_looked_up_total").await;
+    let ops = json!({"operations": [
+        op("usage_debit", debit("d0", "cust", "1")),
+        op("usage_debit", debit("a8", "cust", "1")),
+        op("usage_debit", debit("a9", "cust", "2")),
+        op("usage_debit", debit("d0", "cust", "1")),
+    ]});
+    let r = server.post("/v1/batch", &key, &ops).await;
+    let results = r.json()["results"].as_array().unwrap().clone();
+    let statuses: Vec<i64> = results
+        .iter()
+        .map(|x| x["status"].as_i64().unwrap())
+        .collect();
+    assert_eq!(statuses, vec![201, 200, 409, 200], "{results:?}");
+    assert_eq!(
+        counter(&server, "tally_writer_intents_not_looked_up_total").await,
+        before + 4,
+        "the mixed batch went unlooked"
+    );
+    assert_eq!(results[1]["entry"], first[8]["entry"]);
+    assert_eq!(results[2]["problem"]["code"], "idempotency_conflict");
+    assert_eq!(results[3]["entry"], results[0]["entry"]);
+    assert_eq!(
+        counter(&server, "tally_writer_groups_key_taken_total").await,
+        2
+    );
+    assert_eq!(ledger.count("entries").await, 3_001);
+    assert_eq!(server.balance(&key, "cust").await["debits"], "3001");
 }
