@@ -25,6 +25,19 @@ fn op(kind: &str, mut body: Value) -> Value {
     body
 }
 
+/// Posts a batch that must be taken (200): its results and their statuses,
+/// in request order.
+async fn post_batch(server: &common::Server, key: &str, ops: &Value) -> (Vec<Value>, Vec<i64>) {
+    let r = server.post("/v1/batch", key, ops).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let results = r.json()["results"].as_array().unwrap().clone();
+    let statuses = results
+        .iter()
+        .map(|x| x["status"].as_i64().unwrap())
+        .collect();
+    (results, statuses)
+}
+
 async fn mixed_items_are_answered_independently_in_order(engine: Engine) {
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", "post,read").await;
@@ -38,13 +51,7 @@ async fn mixed_items_are_answered_independently_in_order(engine: Engine) {
         op("usage_debit", debit("u4", "@revenue", "1")),
         op("usage_debit", debit("u5", "cust", "2")),
     ]});
-    let r = server.post("/v1/batch", &key, &ops).await;
-    assert_eq!(r.status, 200, "{r:?}");
-    let results = r.json()["results"].as_array().unwrap().clone();
-    let statuses: Vec<i64> = results
-        .iter()
-        .map(|x| x["status"].as_i64().unwrap())
-        .collect();
+    let (results, statuses) = post_batch(&server, &key, &ops).await;
     assert_eq!(statuses, vec![201, 201, 422, 422, 422, 422, 201]);
     assert_eq!(results[0]["entry"]["seq"], 1);
     assert_eq!(results[1]["entry"]["seq"], 2);
@@ -69,12 +76,7 @@ async fn the_same_key_twice_in_a_batch_is_a_replay_or_a_conflict(engine: Engine)
         op("usage_debit", debit("u2", "cust", "1")),
         op("payment", json!({"payment_id": "u1", "account": "cust", "amount": "1", "unit": "USD"})),
     ]});
-    let r = server.post("/v1/batch", &key, &ops).await;
-    let results = r.json()["results"].as_array().unwrap().clone();
-    let statuses: Vec<i64> = results
-        .iter()
-        .map(|x| x["status"].as_i64().unwrap())
-        .collect();
+    let (results, statuses) = post_batch(&server, &key, &ops).await;
     assert_eq!(statuses, vec![201, 200, 409, 201, 201]);
     assert_eq!(results[1]["replayed"], true);
     assert_eq!(results[1]["entry"], results[0]["entry"]);
@@ -257,12 +259,8 @@ async fn post_new_keys(server: &common::Server, key: &str, prefix: &str, n: usiz
     let ops: Vec<Value> = (0..n)
         .map(|i| op("usage_debit", debit(&format!("{prefix}{i}"), "cust", "1")))
         .collect();
-    let r = server
-        .post("/v1/batch", key, &json!({ "operations": ops }))
-        .await;
-    assert_eq!(r.status, 200, "{r:?}");
-    let results = r.json()["results"].as_array().unwrap().clone();
-    assert!(results.iter().all(|x| x["status"] == 201), "{results:?}");
+    let (results, statuses) = post_batch(server, key, &json!({ "operations": ops })).await;
+    assert!(statuses.iter().all(|s| *s == 201), "{results:?}");
     results
 }
 
@@ -302,12 +300,7 @@ async fn replays_after_a_long_run_of_new_keys_are_still_replays(engine: Engine) 
         op("usage_debit", debit("a9", "cust", "2")),
         op("usage_debit", debit("d0", "cust", "1")),
     ]});
-    let r = server.post("/v1/batch", &key, &ops).await;
-    let results = r.json()["results"].as_array().unwrap().clone();
-    let statuses: Vec<i64> = results
-        .iter()
-        .map(|x| x["status"].as_i64().unwrap())
-        .collect();
+    let (results, statuses) = post_batch(&server, &key, &ops).await;
     assert_eq!(statuses, vec![201, 200, 409, 200], "{results:?}");
     assert_eq!(
         counter(&server, "tally_writer_intents_not_looked_up_total").await,
