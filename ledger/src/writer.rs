@@ -1731,4 +1731,76 @@ mod tests {
             assert_eq!(b.debits, rust_decimal::Decimal::from(total), "{engine}");
         }
     }
+
+    /// Two processes (two writers on one database) post the same keys at
+    /// once while keys go unlooked in both: each key is posted once, both
+    /// answers name the same entry, and the ledger verifies.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_processes_posting_the_same_unlooked_keys_post_each_once() {
+        for db in TestDb::every_engine(8).await {
+            let engine = db.engine();
+            let config = WriterConfig {
+                max_group: 4,
+                skip_look_ups_after: 8,
+                ..WriterConfig::default()
+            };
+            let writers = [
+                Writers::new(db.storage.clone(), config),
+                Writers::new(db.storage.clone(), config),
+            ];
+            // A run of free keys in each, so what follows goes unlooked.
+            for (w, writers) in writers.iter().enumerate() {
+                for n in 0..8 {
+                    let d = writers.decide("t", debit_of(&format!("own{w}-{n}"), "cust0"));
+                    created_id(&d.await.unwrap());
+                }
+            }
+            let mut tasks = Vec::new();
+            for (w, writers) in writers.iter().enumerate() {
+                for client in 0..4 {
+                    let writers = writers.clone();
+                    tasks.push(tokio::spawn(async move {
+                        let mut answers = Vec::new();
+                        for n in 0..30 {
+                            // Both processes post every key, in other orders.
+                            let k = if w == 0 { n } else { 29 - n };
+                            let id = format!("shared-{client}-{k}");
+                            let d = writers.decide("t", debit_of(&id, "cust0")).await.unwrap();
+                            let entry = match d {
+                                Decision::Created(e) | Decision::Replayed(e) => e.id.clone(),
+                                other => panic!("{other:?}"),
+                            };
+                            answers.push((id, entry));
+                        }
+                        answers
+                    }));
+                }
+            }
+            let mut seen: HashMap<String, String> = HashMap::new();
+            for task in tasks {
+                for (id, entry) in task.await.unwrap() {
+                    let first = seen.entry(id.clone()).or_insert_with(|| entry.clone());
+                    assert_eq!(*first, entry, "{engine}: {id} answered two entries");
+                }
+            }
+            assert_eq!(seen.len(), 120, "{engine}");
+            let unlooked: u64 = writers
+                .iter()
+                .map(|w| w.stats().not_looked_up.load(Ordering::Relaxed))
+                .sum();
+            assert!(unlooked > 0, "{engine}: no key went unlooked");
+            let report = crate::verify::verify_tenant(&db.storage, "t", |_| {})
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                report.entries, 136,
+                "{engine}: 16 own keys, 120 shared, once each"
+            );
+            let balances = db.storage.stored_balances("t").await.unwrap();
+            let b = balances.get("cust0", "USD").unwrap();
+            assert_eq!(b.debits, rust_decimal::Decimal::from(136), "{engine}");
+            db.remove().await;
+        }
+    }
 }
