@@ -1522,6 +1522,25 @@ mod tests {
         }
     }
 
+    /// Groups of at most 4, keys unlooked after `after` free ones.
+    fn unlooked_small_groups(after: usize) -> WriterConfig {
+        WriterConfig {
+            skip_look_ups_after: after,
+            ..small_groups()
+        }
+    }
+
+    /// After verifying the tenant's log: its entries, and the debits of
+    /// `account` in USD.
+    async fn verified_debits(storage: &Storage, account: &str) -> (i64, rust_decimal::Decimal) {
+        let report = crate::verify::verify_tenant(storage, "t", |_| {})
+            .await
+            .unwrap()
+            .unwrap();
+        let balances = storage.stored_balances("t").await.unwrap();
+        (report.entries, balances.get(account, "USD").unwrap().debits)
+    }
+
     /// A debit of 1 on `other`, credited to `@other-revenue`.
     fn other_debit(id: &str) -> Intent {
         let body = serde_json::json!({
@@ -1655,16 +1674,11 @@ mod tests {
                 19,
                 "{engine}: u0..u18, once each"
             );
-            let report = crate::verify::verify_tenant(&db.storage, "t", |_| {})
-                .await
-                .unwrap()
-                .unwrap();
-            assert_eq!(report.entries, 19, "{engine}");
-            let balances = db.storage.stored_balances("t").await.unwrap();
-            let b = balances.get("cust", "USD").unwrap();
-            assert_eq!(b.debits, rust_decimal::Decimal::from(17), "{engine}");
-            let b = balances.get("other", "USD").unwrap();
-            assert_eq!(b.debits, rust_decimal::Decimal::from(2), "{engine}");
+            let (entries, debits) = verified_debits(&db.storage, "cust").await;
+            assert_eq!(entries, 19, "{engine}");
+            assert_eq!(debits, rust_decimal::Decimal::from(17), "{engine}");
+            let (_, debits) = verified_debits(&db.storage, "other").await;
+            assert_eq!(debits, rust_decimal::Decimal::from(2), "{engine}");
         }
     }
 
@@ -1675,11 +1689,7 @@ mod tests {
     async fn replays_among_unlooked_keys_under_a_flood_leave_the_ledger_exact() {
         for db in TestDb::every_engine(4).await {
             let engine = db.engine();
-            let config = WriterConfig {
-                max_group: 4,
-                skip_look_ups_after: 16,
-                ..WriterConfig::default()
-            };
+            let config = unlooked_small_groups(16);
             let writers = Writers::new(db.storage.clone(), config);
             let mut tasks = Vec::new();
             for client in 0..8 {
@@ -1721,14 +1731,9 @@ mod tests {
                 0,
                 "{engine}: a key taken was taken for another writer's append"
             );
-            let report = crate::verify::verify_tenant(&db.storage, "t", |_| {})
-                .await
-                .unwrap()
-                .unwrap();
-            assert_eq!(report.entries, total as i64, "{engine}");
-            let balances = db.storage.stored_balances("t").await.unwrap();
-            let b = balances.get("cust0", "USD").unwrap();
-            assert_eq!(b.debits, rust_decimal::Decimal::from(total), "{engine}");
+            let (entries, debits) = verified_debits(&db.storage, "cust0").await;
+            assert_eq!(entries, total as i64, "{engine}");
+            assert_eq!(debits, rust_decimal::Decimal::from(total), "{engine}");
         }
     }
 
@@ -1739,11 +1744,7 @@ mod tests {
     async fn two_processes_posting_the_same_unlooked_keys_post_each_once() {
         for db in TestDb::every_engine(8).await {
             let engine = db.engine();
-            let config = WriterConfig {
-                max_group: 4,
-                skip_look_ups_after: 8,
-                ..WriterConfig::default()
-            };
+            let config = unlooked_small_groups(8);
             let writers = [
                 Writers::new(db.storage.clone(), config),
                 Writers::new(db.storage.clone(), config),
@@ -1789,17 +1790,9 @@ mod tests {
                 .map(|w| w.stats().not_looked_up.load(Ordering::Relaxed))
                 .sum();
             assert!(unlooked > 0, "{engine}: no key went unlooked");
-            let report = crate::verify::verify_tenant(&db.storage, "t", |_| {})
-                .await
-                .unwrap()
-                .unwrap();
-            assert_eq!(
-                report.entries, 136,
-                "{engine}: 16 own keys, 120 shared, once each"
-            );
-            let balances = db.storage.stored_balances("t").await.unwrap();
-            let b = balances.get("cust0", "USD").unwrap();
-            assert_eq!(b.debits, rust_decimal::Decimal::from(136), "{engine}");
+            let (entries, debits) = verified_debits(&db.storage, "cust0").await;
+            assert_eq!(entries, 136, "{engine}: 16 own keys, 120 shared, once each");
+            assert_eq!(debits, rust_decimal::Decimal::from(136), "{engine}");
             db.remove().await;
         }
     }
