@@ -30,6 +30,9 @@ pub struct Target {
     bearer: HeaderValue,
 }
 
+/// The single usage-debit endpoint: 201 when it posted, 200 when it replayed.
+pub const SINGLE_PATH: &str = "/v1/usage-debits";
+
 /// One request to send: path, body, and how many entries it carries.
 pub struct Request {
     pub path: &'static str,
@@ -118,12 +121,22 @@ where
                     anyhow::Ok(status)
                 }
                 .await;
+                let micros = t0.elapsed().as_micros() as u64;
                 match status {
                     Ok(200 | 201) => stats.rows += req.rows,
                     _ => stats.errors += 1,
                 }
+                // Only the single endpoint tells a post (201) from a
+                // replay (200); a batch always answers 200.
+                if req.path == SINGLE_PATH {
+                    match status {
+                        Ok(201) => stats.posted_us.push(micros),
+                        Ok(200) => stats.replayed_us.push(micros),
+                        _ => {}
+                    }
+                }
                 stats.requests += 1;
-                stats.latencies_us.push(t0.elapsed().as_micros() as u64);
+                stats.latencies_us.push(micros);
             }
             stats
         }

@@ -120,7 +120,7 @@ async fn tally_cmd(tally: &PathBuf, args: &[&str], url: &str) -> anyhow::Result<
 
 fn single(body: Value) -> Request {
     Request {
-        path: "/v1/usage-debits",
+        path: http_load::SINGLE_PATH,
         body: body.to_string().into(),
         rows: 1,
     }
@@ -377,6 +377,25 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
             "{:<36} {:>10.0} {:>8.2} {:>8.2} {:>7}   {}",
             l.name, rate, p50, p99, l.tally.errors, vs
         );
+        // A mix's rate is its clients over the mean latency of its two
+        // kinds of answer: show both sides.
+        let t = &mut l.tally;
+        if !t.posted_us.is_empty() && !t.replayed_us.is_empty() {
+            for (what, v) in [
+                ("posted (201)", &mut t.posted_us),
+                ("replayed (200)", &mut t.replayed_us),
+            ] {
+                println!(
+                    "  {:<34} {:>10} {:>8.2} {:>8.2}   mean {:.2} ms, {} requests",
+                    what,
+                    "",
+                    stats::percentile_ms(v, 0.50),
+                    stats::percentile_ms(v, 0.99),
+                    stats::mean_ms(v),
+                    v.len()
+                );
+            }
+        }
     }
     println!(
         "{:<36} {:>10} {:>8} {:>8} {:>7}",
@@ -430,6 +449,16 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
         ratio(rate("replay50"), rate("single64")),
         1.5,
     );
+    // 64 clients post in a loop, so each rate is 64 over the mean latency:
+    // the ratio is the all-new mean over the mix's (half each side).
+    if let (Some(all), Some(mix)) = (idx("single64"), idx("replay50")) {
+        println!(
+            "    mean latency, ms: all new {:.2}; the mix's posts {:.2}, replays {:.2}",
+            stats::mean_ms(&lines[all].tally.posted_us),
+            stats::mean_ms(&lines[mix].tally.posted_us),
+            stats::mean_ms(&lines[mix].tally.replayed_us)
+        );
+    }
     if let Some(i) = idx("single64") {
         let p99 = lines[i].tally.percentile_ms(0.99);
         println!(

@@ -15,6 +15,11 @@ pub struct Stats {
     pub elapsed: Duration,
     /// One latency per request, in microseconds.
     pub latencies_us: Vec<u64>,
+    /// The same, of the single POSTs answered 201 (posted) and 200
+    /// (replayed): in a mix, the two sides of the mean latency that sets
+    /// the rate of a fixed number of clients.
+    pub posted_us: Vec<u64>,
+    pub replayed_us: Vec<u64>,
 }
 
 impl Stats {
@@ -23,6 +28,8 @@ impl Stats {
         self.requests += other.requests;
         self.errors += other.errors;
         self.latencies_us.extend(other.latencies_us);
+        self.posted_us.extend(other.posted_us);
+        self.replayed_us.extend(other.replayed_us);
     }
 
     pub fn rows_per_sec(&self) -> f64 {
@@ -30,13 +37,26 @@ impl Stats {
     }
 
     pub fn percentile_ms(&mut self, p: f64) -> f64 {
-        if self.latencies_us.is_empty() {
-            return 0.0;
-        }
-        self.latencies_us.sort_unstable();
-        let idx = ((self.latencies_us.len() as f64 - 1.0) * p).round() as usize;
-        self.latencies_us[idx] as f64 / 1_000.0
+        percentile_ms(&mut self.latencies_us, p)
     }
+}
+
+/// The `p` quantile of `latencies_us`, in ms; 0 when there are none.
+pub fn percentile_ms(latencies_us: &mut [u64], p: f64) -> f64 {
+    if latencies_us.is_empty() {
+        return 0.0;
+    }
+    latencies_us.sort_unstable();
+    let idx = ((latencies_us.len() as f64 - 1.0) * p).round() as usize;
+    latencies_us[idx] as f64 / 1_000.0
+}
+
+/// Mean of `latencies_us`, in ms; 0 when there are none.
+pub fn mean_ms(latencies_us: &[u64]) -> f64 {
+    if latencies_us.is_empty() {
+        return 0.0;
+    }
+    latencies_us.iter().sum::<u64>() as f64 / latencies_us.len() as f64 / 1_000.0
 }
 
 /// Runs `clients` tasks until `duration` has passed and merges their
