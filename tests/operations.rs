@@ -25,6 +25,7 @@ engine_tests!(
     readyz_is_503_while_the_database_is_unreachable,
     readyz_turns_503_first_when_shutdown_begins,
     a_deleted_key_stops_working_without_a_restart,
+    keys_are_listed_and_revoked_from_the_command_line,
 );
 
 /// `tally serve` that is expected to stop by itself: (exit code, stdout, stderr).
@@ -419,25 +420,154 @@ async fn a_deleted_key_stops_working_without_a_restart(engine: Engine) {
     ledger
         .sql(&[&format!("DELETE FROM api_keys WHERE key_hash = '{hash}'")])
         .await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = server.get("/v1/entries", &revoked).await;
-        if r.status == 401 {
-            assert_eq!(r.code(), "unauthenticated", "{r:?}");
-            break;
-        }
-        assert_eq!(r.status, 200, "{r:?}");
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the deleted key still works"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_refused(&server, &revoked).await;
     assert_eq!(server.get("/v1/entries", &kept).await.status, 200);
     let r = server
         .post("/v1/usage-debits", &revoked, &debit("u1", "cust", "1"))
         .await;
     assert_eq!(r.status, 401, "{r:?}");
+}
+
+/// Waits until `server` answers 401 `unauthenticated` to `key`, which until
+/// then must keep working; fails after 10 s.
+async fn until_refused(server: &Server, key: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = server.get("/v1/entries", key).await;
+        if r.status == 401 {
+            assert_eq!(r.code(), "unauthenticated", "{r:?}");
+            return;
+        }
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the revoked key still works"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `tally keys …` against the ledger with `input` on standard input:
+/// (exit code, stdout, stderr).
+async fn keys_command(
+    ledger: &Ledger,
+    args: &[&str],
+    input: &str,
+) -> (Option<i32>, String, String) {
+    use tokio::io::AsyncWriteExt;
+    let mut child = Command::new(TALLY)
+        .arg("keys")
+        .args(args)
+        .args(["--database-url", &ledger.database_url])
+        .env("TALLY_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `tally keys list` shows every key by tenant, the first 16 hex digits of
+/// its sha256, its scopes and its creation, never the key; `tally keys
+/// revoke` deletes the one key of the tenant that its digits (or the key
+/// itself, on standard input) name, and the running server refuses that
+/// key from then on while the others keep working. Digits of another
+/// tenant's key, or malformed ones, change nothing.
+async fn keys_are_listed_and_revoked_from_the_command_line(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let first = ledger.key("acme", "post,read").await;
+    let second = ledger.key("acme", "read").await;
+    let other = ledger.key("globex", "post,read").await;
+    let digits = |key: &str| tally_ledger::keys::hash_secret(key)[..16].to_owned();
+
+    let (code, all, err) = keys_command(&ledger, &["list"], "").await;
+    assert_eq!(code, Some(0), "{err}");
+    let lines: Vec<Vec<&str>> = all.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(lines.len(), 3, "{all}");
+    let expected = [
+        ("acme", &first, "post,read"),
+        ("acme", &second, "read"),
+        ("globex", &other, "post,read"),
+    ];
+    for (line, (tenant, key, scopes)) in lines.iter().zip(expected) {
+        assert_eq!(line[..3], [tenant, digits(key).as_str(), scopes], "{all}");
+        assert!(
+            line[3].len() == 27 && line[3].ends_with('Z'),
+            "created_at as RFC 3339 UTC: {all}"
+        );
+        // The secret part of a key, after its `tally_` prefix.
+        assert!(!all.contains(&key[6..]), "a key was printed: {all}");
+    }
+    let (code, acme, _) = keys_command(&ledger, &["list", "--tenant", "acme"], "").await;
+    assert_eq!(code, Some(0));
+    assert_eq!(acme.lines().count(), 2, "{acme}");
+    assert!(!acme.contains("globex"), "{acme}");
+
+    let server = ledger.server_with(&["--key-recheck-ms", "200"]).await;
+    for key in [&first, &second, &other] {
+        assert_eq!(server.get("/v1/entries", key).await.status, 200);
+    }
+
+    let ledger = &ledger;
+    let revoke = |tenant: &'static str, hex: String| async move {
+        keys_command(
+            ledger,
+            &["revoke", "--tenant", tenant, "--sha256", &hex],
+            "",
+        )
+        .await
+    };
+    let (code, _, err) = revoke("acme", digits(&other)).await;
+    assert_eq!(code, Some(1), "another tenant's key: {err}");
+    assert!(err.contains("no key"), "{err}");
+    let (code, _, err) = revoke("acme", "abc".into()).await;
+    assert_eq!(code, Some(2), "too few digits: {err}");
+    assert!(err.contains("hex digits"), "{err}");
+    assert_eq!(ledger.count("api_keys").await, 3, "nothing revoked yet");
+
+    // Ten digits, upper case, are enough to name the first key.
+    let (code, out, err) = revoke("acme", digits(&first)[..10].to_uppercase()).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.starts_with(&format!("acme\t{}\tpost,read\t", digits(&first))),
+        "{out}"
+    );
+    assert_eq!(ledger.count("api_keys").await, 2);
+    until_refused(&server, &first).await;
+    for key in [&second, &other] {
+        assert_eq!(server.get("/v1/entries", key).await.status, 200);
+    }
+    let (code, _, _) = revoke("acme", digits(&first)).await;
+    assert_eq!(code, Some(1), "already revoked");
+
+    // The key itself on standard input, for the tenant it belongs to only.
+    let by_key = ["revoke", "--tenant", "acme", "--key-stdin"];
+    let (code, _, err) = keys_command(ledger, &by_key, &format!("{other}\n")).await;
+    assert_eq!(code, Some(1), "{err}");
+    let by_key = ["revoke", "--tenant", "globex", "--key-stdin"];
+    let (code, out, err) = keys_command(ledger, &by_key, &format!("{other}\n")).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.starts_with(&format!("globex\t{}", digits(&other))),
+        "{out}"
+    );
+    until_refused(&server, &other).await;
+    assert_eq!(server.get("/v1/entries", &second).await.status, 200);
+    let (_, left, _) = keys_command(ledger, &["list"], "").await;
+    assert_eq!(left.lines().count(), 1, "{left}");
+    assert!(
+        left.starts_with(&format!("acme\t{}\tread\t", digits(&second))),
+        "{left}"
+    );
 }
 
 async fn a_key_over_its_rate_limit_gets_429_and_other_keys_do_not(engine: Engine) {

@@ -182,6 +182,38 @@ pub enum KeysCommand {
         #[arg(long)]
         scopes: String,
     },
+    /// List API keys, one per line, tab-separated: tenant, the first 16 hex
+    /// digits of the key's sha256, scopes, created_at (UTC). Never a key.
+    List {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// Only this tenant's keys.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Revoke an API key: delete it, so that every running server refuses
+    /// it within --key-recheck-ms (10 s by default). Prints the revoked
+    /// key's line as `keys list` shows it. Exit 0 revoked, 1 no key of the
+    /// tenant matched (nothing changed), 2 usage or database error.
+    Revoke {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        #[arg(long)]
+        tenant: String,
+        /// 8 to 64 hex digits of the key's sha256, as `tally keys list`
+        /// prints them; they must name one key of the tenant.
+        #[arg(
+            long,
+            value_name = "HEX",
+            required_unless_present = "key_stdin",
+            conflicts_with = "key_stdin"
+        )]
+        sha256: Option<String>,
+        /// Read the key itself from standard input (one line) instead, so
+        /// that it appears in no command line or shell history.
+        #[arg(long)]
+        key_stdin: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,6 +8,7 @@ pub mod body;
 pub mod cli;
 pub mod config;
 mod duplicate_keys;
+pub mod keys_cli;
 pub mod limits;
 pub mod logging;
 pub mod metrics;

@@ -10,12 +10,12 @@ use tally_api::audit_cli;
 use tally_api::cli::{
     Cli, Command, KeysCommand, ProjectionsCommand, ServeArgs, SigningArgs, SigningKeyCommand,
 };
+use tally_api::keys_cli::{self, KeysFailure, RevokeTarget};
 use tally_api::limits::{Lifecycle, Limits, RateLimiter};
 use tally_api::server::{serve, AppState};
 use tally_ledger::audit::check::CheckOptions;
 use tally_ledger::audit::sign::Signer;
 use tally_ledger::expiry::run_hold_expiry;
-use tally_ledger::keys::{format_scopes, generate_secret, hash_secret, parse_scopes};
 use tally_ledger::names::check_tenant;
 use tally_ledger::store::{run_usage_projector, ProjectorStats, Storage};
 use tally_ledger::verify::{verify_tenant, verify_usage};
@@ -48,23 +48,7 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve_command(args).await,
-        Command::Keys(KeysCommand::Create {
-            database,
-            tenant,
-            scopes,
-        }) => {
-            if let Err(m) = check_tenant(&tenant) {
-                bail!("--tenant {m}");
-            }
-            let scopes = parse_scopes(&scopes).map_err(|m| anyhow::anyhow!("--scopes: {m}"))?;
-            let storage = connect(&database.database_url).await?;
-            let secret = generate_secret()?;
-            storage
-                .insert_api_key(&tenant, &hash_secret(&secret), &format_scopes(&scopes))
-                .await?;
-            println!("{secret}");
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Keys(command) => keys_command(command).await,
         Command::Verify(args) => match &args.export {
             None => verify_command(&args.database.database_url).await,
             // Printed once: the I/O error already names the file.
@@ -125,6 +109,59 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+async fn keys_command(command: KeysCommand) -> anyhow::Result<ExitCode> {
+    let outcome = match command {
+        KeysCommand::Create {
+            database,
+            tenant,
+            scopes,
+        } => {
+            let storage = connect(&database.database_url).await?;
+            keys_cli::create(&storage, &tenant, &scopes)
+                .await
+                .map(|secret| println!("{secret}"))
+        }
+        KeysCommand::List { database, tenant } => {
+            let storage = connect(&database.database_url).await?;
+            keys_cli::list(&storage, tenant.as_deref())
+                .await
+                .map(|lines| lines.iter().for_each(|l| println!("{l}")))
+        }
+        KeysCommand::Revoke {
+            database,
+            tenant,
+            sha256,
+            key_stdin,
+        } => {
+            let target = match sha256 {
+                Some(digits) if !key_stdin => RevokeTarget::HashPrefix(digits),
+                _ => {
+                    let mut line = String::new();
+                    std::io::stdin()
+                        .read_line(&mut line)
+                        .context("reading the key from standard input")?;
+                    RevokeTarget::Secret(line)
+                }
+            };
+            let storage = connect(&database.database_url).await?;
+            keys_cli::revoke(&storage, &tenant, &target)
+                .await
+                .map(|key| {
+                    println!("{}", keys_cli::listed(&key));
+                    eprintln!("revoked: running servers refuse the key within --key-recheck-ms");
+                })
+        }
+    };
+    match outcome {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(KeysFailure::NoSuchKey(m)) => {
+            eprintln!("tally: {m}");
+            Ok(ExitCode::from(1))
+        }
+        Err(KeysFailure::Usage(m)) => bail!("{m}"),
     }
 }
 

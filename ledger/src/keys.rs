@@ -77,6 +77,70 @@ pub fn hash_secret(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
+/// A key as `api_keys` holds it, for `tally keys list` and `revoke`: the
+/// hash of the secret, never the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredApiKey {
+    pub tenant_id: String,
+    /// Hex sha256 of the secret.
+    pub key_hash: String,
+    pub scopes: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+}
+
+/// Fewest hex digits of a key's sha256 that `tally keys revoke` takes:
+/// `keys list` prints 16, and fewer would too easily name the wrong key.
+pub const MIN_HASH_PREFIX: usize = 8;
+
+/// Why hex digits did not name one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPrefixError {
+    /// Not 8–64 hex digits.
+    Malformed(String),
+    /// No key's hash starts with them.
+    NoMatch(String),
+    /// Several keys' hashes do.
+    Several(String),
+}
+
+impl std::fmt::Display for KeyPrefixError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyPrefixError::Malformed(p) => write!(
+                f,
+                "{p:?} is not {MIN_HASH_PREFIX} to 64 hex digits of a key's sha256 (tally keys list prints 16)"
+            ),
+            KeyPrefixError::NoMatch(p) => write!(f, "no key has a sha256 starting with {p}"),
+            KeyPrefixError::Several(p) => write!(
+                f,
+                "more than one key has a sha256 starting with {p}; give more digits"
+            ),
+        }
+    }
+}
+
+/// The one key among `keys` whose sha256 starts with `prefix` (hex, at
+/// least [`MIN_HASH_PREFIX`] digits, any case). None or several is an
+/// error, so that a revocation never deletes a key by guess.
+pub fn key_by_hash_prefix<'a>(
+    keys: &'a [StoredApiKey],
+    prefix: &str,
+) -> Result<&'a StoredApiKey, KeyPrefixError> {
+    let prefix = prefix.trim().to_ascii_lowercase();
+    if !(MIN_HASH_PREFIX..=64).contains(&prefix.len())
+        || !prefix.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Err(KeyPrefixError::Malformed(prefix));
+    }
+    let mut found = keys.iter().filter(|k| k.key_hash.starts_with(&prefix));
+    match (found.next(), found.next()) {
+        (Some(key), None) => Ok(key),
+        (None, _) => Err(KeyPrefixError::NoMatch(prefix)),
+        (Some(_), Some(_)) => Err(KeyPrefixError::Several(prefix)),
+    }
+}
+
 /// A new secret: `tally_` and 256 random bits in hex.
 pub fn generate_secret() -> Result<String, LedgerError> {
     let mut bytes = [0u8; 32];
@@ -98,6 +162,38 @@ mod tests {
         );
         assert!(parse_scopes("post,write").is_err());
         assert!(parse_scopes("").is_err());
+    }
+
+    fn stored(hash: &str) -> StoredApiKey {
+        StoredApiKey {
+            tenant_id: "acme".into(),
+            key_hash: hash.into(),
+            scopes: "read".into(),
+            created_at: "2026-11-30T00:00:00.000000Z".into(),
+        }
+    }
+
+    #[test]
+    fn a_key_is_named_by_one_unambiguous_hash_prefix() {
+        let keys = [
+            stored("0123456789abcdef00"),
+            stored("0123456789abcdef11"),
+            stored("fedcba9876543210"),
+        ];
+        assert_eq!(key_by_hash_prefix(&keys, "FEDCBA98").unwrap(), &keys[2]);
+        assert_eq!(
+            key_by_hash_prefix(&keys, "0123456789abcdef1").unwrap(),
+            &keys[1]
+        );
+        let err = |p: &str| key_by_hash_prefix(&keys, p).unwrap_err();
+        assert_eq!(
+            err("0123456789abcdef"),
+            KeyPrefixError::Several("0123456789abcdef".into())
+        );
+        assert_eq!(err("aaaaaaaa"), KeyPrefixError::NoMatch("aaaaaaaa".into()));
+        assert!(matches!(err("fedcba9"), KeyPrefixError::Malformed(_)));
+        assert!(matches!(err("fedcba98z"), KeyPrefixError::Malformed(_)));
+        assert!(matches!(err(&"f".repeat(65)), KeyPrefixError::Malformed(_)));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::chain::Head;
 use crate::decide::Decision;
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::intent::{EntryKind, Intent};
-use crate::keys::ApiKey;
+use crate::keys::{ApiKey, StoredApiKey};
 use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
@@ -316,6 +316,25 @@ impl Storage {
         match self {
             Storage::Sqlite(s) => s.insert_api_key(tenant, key_hash, scopes).await,
             Storage::Postgres(s) => s.insert_api_key(tenant, key_hash, scopes).await,
+        }
+    }
+
+    /// Every key (of `tenant` only, if given), by tenant and creation.
+    pub async fn list_api_keys(
+        &self,
+        tenant: Option<&str>,
+    ) -> Result<Vec<StoredApiKey>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.list_api_keys(tenant).await,
+            Storage::Postgres(s) => s.list_api_keys(tenant).await,
+        }
+    }
+
+    /// Deletes the tenant's key with this hash; whether there was one.
+    pub async fn delete_api_key(&self, tenant: &str, key_hash: &str) -> Result<bool, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.delete_api_key(tenant, key_hash).await,
+            Storage::Postgres(s) => s.delete_api_key(tenant, key_hash).await,
         }
     }
 

@@ -26,6 +26,7 @@ use crate::chain::{Head, GENESIS_HASH};
 use crate::entry::{format_recorded_at, EntryStatus, StoredEntry};
 use crate::fold::LogFold;
 use crate::intent::EntryKind;
+use crate::keys::StoredApiKey;
 use crate::state::{StateKey, StateRow};
 use crate::usage::UsageColumns;
 use crate::LedgerError;
@@ -302,6 +303,38 @@ impl SqliteStore {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    pub async fn list_api_keys(
+        &self,
+        tenant: Option<&str>,
+    ) -> Result<Vec<StoredApiKey>, LedgerError> {
+        let rows = sqlx::query(
+            "SELECT tenant_id, key_hash, scopes, created_at FROM api_keys \
+             WHERE ?1 IS NULL OR tenant_id = ?1 ORDER BY tenant_id, created_at, key_hash",
+        )
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StoredApiKey {
+                    tenant_id: r.try_get("tenant_id")?,
+                    key_hash: r.try_get("key_hash")?,
+                    scopes: r.try_get("scopes")?,
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn delete_api_key(&self, tenant: &str, key_hash: &str) -> Result<bool, LedgerError> {
+        let done = sqlx::query("DELETE FROM api_keys WHERE tenant_id = ? AND key_hash = ?")
+            .bind(tenant)
+            .bind(key_hash)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     pub async fn find_api_key(
