@@ -72,6 +72,40 @@ fn line_of(out: &str, key: &str) -> String {
         .join(" ")
 }
 
+/// A `tally keys` command with a bad argument exits 2 before it opens the
+/// database: an SQLite file named by `--database-url` is not even created.
+#[tokio::test]
+async fn keys_commands_with_bad_arguments_open_no_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("absent.db");
+    let url = format!("sqlite://{}", path.display());
+    for args in [
+        &["create", "--tenant", "bad tenant", "--scopes", "read"][..],
+        &["create", "--tenant", "acme", "--scopes", "read,write"],
+        &["list", "--tenant", ""],
+        &["revoke", "--tenant", "acme", "--sha256", "abc"],
+        &["revoke", "--tenant", "acme", "--sha256", "not-hex-digits"],
+        &[
+            "revoke",
+            "--tenant",
+            "bad tenant",
+            "--sha256",
+            "0123456789abcdef",
+        ],
+    ] {
+        let out = Command::new(TALLY)
+            .arg("keys")
+            .args(args)
+            .args(["--database-url", &url])
+            .env("TALLY_LOG", "warn")
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(!path.exists(), "{args:?} created the database");
+    }
+}
+
 #[tokio::test]
 async fn check_config_shows_each_value_and_where_it_came_from() {
     let dir = tempfile::tempdir().unwrap();

@@ -2,11 +2,12 @@
 //! "API keys"). Only a key's sha256 is stored, so `list` shows the first
 //! [`LISTED_HASH_DIGITS`] hex digits of it and `revoke` takes those digits,
 //! or the key itself on standard input, and deletes the row: every running
-//! server then refuses the key within `--key-recheck-ms`.
+//! server then refuses the key within `--key-recheck-ms`. Arguments are
+//! checked before the database is opened, so a bad one changes nothing.
 
 use tally_ledger::keys::{
-    format_scopes, generate_secret, hash_secret, key_by_hash_prefix, parse_scopes, KeyPrefixError,
-    StoredApiKey,
+    format_scopes, generate_secret, hash_prefix, hash_secret, key_by_hash_prefix, parse_scopes,
+    KeyPrefixError, Scope, StoredApiKey,
 };
 use tally_ledger::names::check_tenant;
 use tally_ledger::store::Storage;
@@ -36,22 +37,43 @@ fn database(e: tally_ledger::LedgerError) -> KeysFailure {
     KeysFailure::Usage(e.to_string())
 }
 
+/// `--tenant`, checked.
+pub fn tenant_arg(tenant: &str) -> Result<(), KeysFailure> {
+    check_tenant(tenant).map_err(|m| KeysFailure::Usage(format!("--tenant {m}")))
+}
+
+/// `--scopes`, parsed.
+pub fn scopes_arg(scopes: &str) -> Result<Vec<Scope>, KeysFailure> {
+    parse_scopes(scopes).map_err(|m| KeysFailure::Usage(format!("--scopes: {m}")))
+}
+
 /// How `tally keys revoke` names the key.
 pub enum RevokeTarget {
-    /// Hex digits of its sha256, as `keys list` prints them.
+    /// Hex digits of its sha256, as `keys list` prints them (checked).
     HashPrefix(String),
     /// The key itself (read from standard input).
     Secret(String),
 }
 
+impl RevokeTarget {
+    /// `--sha256` digits, checked.
+    pub fn digits(digits: &str) -> Result<Self, KeysFailure> {
+        hash_prefix(digits)
+            .map(RevokeTarget::HashPrefix)
+            .map_err(|e| KeysFailure::Usage(format!("--sha256: {e}")))
+    }
+}
+
 /// Creates a key for `tenant` with `scopes`; returns the key, which is
 /// shown once and never stored.
-pub async fn create(storage: &Storage, tenant: &str, scopes: &str) -> Result<String, KeysFailure> {
-    check_tenant(tenant).map_err(|m| KeysFailure::Usage(format!("--tenant {m}")))?;
-    let scopes = parse_scopes(scopes).map_err(|m| KeysFailure::Usage(format!("--scopes: {m}")))?;
+pub async fn create(
+    storage: &Storage,
+    tenant: &str,
+    scopes: &[Scope],
+) -> Result<String, KeysFailure> {
     let secret = generate_secret().map_err(database)?;
     storage
-        .insert_api_key(tenant, &hash_secret(&secret), &format_scopes(&scopes))
+        .insert_api_key(tenant, &hash_secret(&secret), &format_scopes(scopes))
         .await
         .map_err(database)?;
     Ok(secret)
@@ -71,9 +93,6 @@ pub fn listed(key: &StoredApiKey) -> String {
 
 /// The lines of `tally keys list`, by tenant and creation.
 pub async fn list(storage: &Storage, tenant: Option<&str>) -> Result<Vec<String>, KeysFailure> {
-    if let Some(t) = tenant {
-        check_tenant(t).map_err(|m| KeysFailure::Usage(format!("--tenant {m}")))?;
-    }
     let keys = storage.list_api_keys(tenant).await.map_err(database)?;
     Ok(keys.iter().map(listed).collect())
 }
@@ -85,7 +104,6 @@ pub async fn revoke(
     tenant: &str,
     target: &RevokeTarget,
 ) -> Result<StoredApiKey, KeysFailure> {
-    check_tenant(tenant).map_err(|m| KeysFailure::Usage(format!("--tenant {m}")))?;
     let keys = storage
         .list_api_keys(Some(tenant))
         .await

@@ -113,22 +113,32 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn keys_command(command: KeysCommand) -> anyhow::Result<ExitCode> {
+    // Every argument is checked before the database is opened (an SQLite
+    // file would be created): a bad one exits 2 having changed nothing.
     let outcome = match command {
         KeysCommand::Create {
             database,
             tenant,
             scopes,
-        } => {
-            let storage = connect(&database.database_url).await?;
-            keys_cli::create(&storage, &tenant, &scopes)
-                .await
-                .map(|secret| println!("{secret}"))
-        }
+        } => match keys_cli::tenant_arg(&tenant).and_then(|()| keys_cli::scopes_arg(&scopes)) {
+            Err(e) => Err(e),
+            Ok(scopes) => {
+                let storage = connect(&database.database_url).await?;
+                keys_cli::create(&storage, &tenant, &scopes)
+                    .await
+                    .map(|secret| println!("{secret}"))
+            }
+        },
         KeysCommand::List { database, tenant } => {
-            let storage = connect(&database.database_url).await?;
-            keys_cli::list(&storage, tenant.as_deref())
-                .await
-                .map(|lines| lines.iter().for_each(|l| println!("{l}")))
+            match tenant.as_deref().map(keys_cli::tenant_arg).transpose() {
+                Err(e) => Err(e),
+                Ok(_) => {
+                    let storage = connect(&database.database_url).await?;
+                    keys_cli::list(&storage, tenant.as_deref())
+                        .await
+                        .map(|lines| lines.iter().for_each(|l| println!("{l}")))
+                }
+            }
         }
         KeysCommand::Revoke {
             database,
@@ -137,22 +147,29 @@ async fn keys_command(command: KeysCommand) -> anyhow::Result<ExitCode> {
             key_stdin,
         } => {
             let target = match sha256 {
-                Some(digits) if !key_stdin => RevokeTarget::HashPrefix(digits),
+                Some(digits) if !key_stdin => RevokeTarget::digits(&digits),
                 _ => {
                     let mut line = String::new();
                     std::io::stdin()
                         .read_line(&mut line)
                         .context("reading the key from standard input")?;
-                    RevokeTarget::Secret(line)
+                    Ok(RevokeTarget::Secret(line))
                 }
             };
-            let storage = connect(&database.database_url).await?;
-            keys_cli::revoke(&storage, &tenant, &target)
-                .await
-                .map(|key| {
-                    println!("{}", keys_cli::listed(&key));
-                    eprintln!("revoked: running servers refuse the key within --key-recheck-ms");
-                })
+            match keys_cli::tenant_arg(&tenant).and(target) {
+                Err(e) => Err(e),
+                Ok(target) => {
+                    let storage = connect(&database.database_url).await?;
+                    keys_cli::revoke(&storage, &tenant, &target)
+                        .await
+                        .map(|key| {
+                            println!("{}", keys_cli::listed(&key));
+                            eprintln!(
+                                "revoked: running servers refuse the key within --key-recheck-ms"
+                            );
+                        })
+                }
+            }
         }
     };
     match outcome {

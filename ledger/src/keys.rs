@@ -120,19 +120,26 @@ impl std::fmt::Display for KeyPrefixError {
     }
 }
 
-/// The one key among `keys` whose sha256 starts with `prefix` (hex, at
-/// least [`MIN_HASH_PREFIX`] digits, any case). None or several is an
-/// error, so that a revocation never deletes a key by guess.
-pub fn key_by_hash_prefix<'a>(
-    keys: &'a [StoredApiKey],
-    prefix: &str,
-) -> Result<&'a StoredApiKey, KeyPrefixError> {
+/// `prefix` as the lower-case hex digits [`key_by_hash_prefix`] takes:
+/// [`MIN_HASH_PREFIX`] to 64 of them, any case, surrounding blanks ignored.
+pub fn hash_prefix(prefix: &str) -> Result<String, KeyPrefixError> {
     let prefix = prefix.trim().to_ascii_lowercase();
     if !(MIN_HASH_PREFIX..=64).contains(&prefix.len())
         || !prefix.bytes().all(|b| b.is_ascii_hexdigit())
     {
         return Err(KeyPrefixError::Malformed(prefix));
     }
+    Ok(prefix)
+}
+
+/// The one key among `keys` whose sha256 starts with `prefix` (see
+/// [`hash_prefix`]). None or several is an error, so that a revocation
+/// never deletes a key by guess.
+pub fn key_by_hash_prefix<'a>(
+    keys: &'a [StoredApiKey],
+    prefix: &str,
+) -> Result<&'a StoredApiKey, KeyPrefixError> {
+    let prefix = hash_prefix(prefix)?;
     let mut found = keys.iter().filter(|k| k.key_hash.starts_with(&prefix));
     match (found.next(), found.next()) {
         (Some(key), None) => Ok(key),
