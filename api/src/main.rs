@@ -113,31 +113,42 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn keys_command(command: KeysCommand) -> anyhow::Result<ExitCode> {
-    // Every argument is checked before the database is opened (an SQLite
-    // file would be created): a bad one exits 2 having changed nothing.
-    let outcome = match command {
+    match keys_outcome(command).await {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(KeysFailure::NoSuchKey(m)) => {
+            eprintln!("tally: {m}");
+            Ok(ExitCode::from(1))
+        }
+        Err(KeysFailure::Usage(m)) => bail!("{m}"),
+    }
+}
+
+/// Every argument is checked before the database is opened (an SQLite
+/// file would be created): a bad one exits 2 having changed nothing.
+async fn keys_outcome(command: KeysCommand) -> Result<(), KeysFailure> {
+    let open = |url: String| async move {
+        connect(&url)
+            .await
+            .map_err(|e| KeysFailure::Usage(format!("{e:#}")))
+    };
+    match command {
         KeysCommand::Create {
             database,
             tenant,
             scopes,
-        } => match keys_cli::tenant_arg(&tenant).and_then(|()| keys_cli::scopes_arg(&scopes)) {
-            Err(e) => Err(e),
-            Ok(scopes) => {
-                let storage = connect(&database.database_url).await?;
-                keys_cli::create(&storage, &tenant, &scopes)
-                    .await
-                    .map(|secret| println!("{secret}"))
-            }
-        },
+        } => {
+            keys_cli::tenant_arg(&tenant)?;
+            let scopes = keys_cli::scopes_arg(&scopes)?;
+            let storage = open(database.database_url).await?;
+            println!("{}", keys_cli::create(&storage, &tenant, &scopes).await?);
+        }
         KeysCommand::List { database, tenant } => {
-            match tenant.as_deref().map(keys_cli::tenant_arg).transpose() {
-                Err(e) => Err(e),
-                Ok(_) => {
-                    let storage = connect(&database.database_url).await?;
-                    keys_cli::list(&storage, tenant.as_deref())
-                        .await
-                        .map(|lines| lines.iter().for_each(|l| println!("{l}")))
-                }
+            if let Some(t) = &tenant {
+                keys_cli::tenant_arg(t)?;
+            }
+            let storage = open(database.database_url).await?;
+            for line in keys_cli::list(&storage, tenant.as_deref()).await? {
+                println!("{line}");
             }
         }
         KeysCommand::Revoke {
@@ -146,40 +157,24 @@ async fn keys_command(command: KeysCommand) -> anyhow::Result<ExitCode> {
             sha256,
             key_stdin,
         } => {
+            keys_cli::tenant_arg(&tenant)?;
             let target = match sha256 {
-                Some(digits) if !key_stdin => RevokeTarget::digits(&digits),
+                Some(digits) if !key_stdin => RevokeTarget::digits(&digits)?,
                 _ => {
                     let mut line = String::new();
-                    std::io::stdin()
-                        .read_line(&mut line)
-                        .context("reading the key from standard input")?;
-                    Ok(RevokeTarget::Secret(line))
+                    std::io::stdin().read_line(&mut line).map_err(|e| {
+                        KeysFailure::Usage(format!("reading the key from standard input: {e}"))
+                    })?;
+                    RevokeTarget::Secret(line)
                 }
             };
-            match keys_cli::tenant_arg(&tenant).and(target) {
-                Err(e) => Err(e),
-                Ok(target) => {
-                    let storage = connect(&database.database_url).await?;
-                    keys_cli::revoke(&storage, &tenant, &target)
-                        .await
-                        .map(|key| {
-                            println!("{}", keys_cli::listed(&key));
-                            eprintln!(
-                                "revoked: running servers refuse the key within --key-recheck-ms"
-                            );
-                        })
-                }
-            }
+            let storage = open(database.database_url).await?;
+            let key = keys_cli::revoke(&storage, &tenant, &target).await?;
+            println!("{}", keys_cli::listed(&key));
+            eprintln!("revoked: running servers refuse the key within --key-recheck-ms");
         }
-    };
-    match outcome {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(KeysFailure::NoSuchKey(m)) => {
-            eprintln!("tally: {m}");
-            Ok(ExitCode::from(1))
-        }
-        Err(KeysFailure::Usage(m)) => bail!("{m}"),
     }
+    Ok(())
 }
 
 /// The checkpoint signing key, if configured; a bad one stops the command.
