@@ -270,7 +270,8 @@ async fn post_new_keys(server: &common::Server, key: &str, prefix: &str, n: usiz
 async fn replays_after_a_long_run_of_new_keys_are_still_replays(engine: Engine) {
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", "post,read").await;
-    let server = ledger.server().await;
+    // Nothing answered from recent entries: the keys must reach the writer.
+    let server = ledger.server_with(&["--recent-entries-mib", "0"]).await;
     let first = post_new_keys(&server, &key, "a", 1_000).await;
     post_new_keys(&server, &key, "b", 1_000).await;
     let unlooked = counter(&server, "tally_writer_intents_not_looked_up_total").await;

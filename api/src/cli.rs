@@ -96,6 +96,12 @@ pub struct ServeArgs {
     #[arg(long, env = "TALLY_SKIP_LOOK_UPS_AFTER", default_value_t = 1_000,
           value_parser = clap::value_parser!(u32).range(0..=100_000_000))]
     pub skip_look_ups_after: u32,
+    /// MiB of recently committed entries held to answer retries without the
+    /// writer or the database (shared by every tenant, oldest out first);
+    /// 0 holds none.
+    #[arg(long, env = "TALLY_RECENT_ENTRIES_MIB", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(0..=65_536))]
+    pub recent_entries_mib: u32,
     /// Milliseconds an API key found in the database is trusted before it
     /// is looked up again: the longest a revoked (deleted) key keeps working.
     #[arg(long, env = "TALLY_KEY_RECHECK_MS", default_value_t = 10_000,

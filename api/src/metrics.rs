@@ -414,6 +414,29 @@ impl Metrics {
             &[],
             stats.key_taken_groups.load(Ordering::Relaxed),
         );
+        out.family(
+            "tally_writer_answered_from_recent_total",
+            "counter",
+            "Intents answered from the entries this process recently committed or found (--recent-entries-mib): no writer, no database.",
+        );
+        out.sample(
+            "tally_writer_answered_from_recent_total",
+            &[],
+            stats.answered_from_recent.load(Ordering::Relaxed),
+        );
+        let (held, bytes) = writers.recent().size();
+        out.family(
+            "tally_recent_entries",
+            "gauge",
+            "Committed entries held to answer retries.",
+        );
+        out.sample("tally_recent_entries", &[], held);
+        out.family(
+            "tally_recent_entries_bytes",
+            "gauge",
+            "Bytes those entries are counted as, against the bound --recent-entries-mib.",
+        );
+        out.sample("tally_recent_entries_bytes", &[], bytes);
         let depth = writers.queue_depth();
         out.family(
             "tally_writer_queued_intents",

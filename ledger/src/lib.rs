@@ -6,6 +6,7 @@
 //! - [`decide`]: the one place where an intent becomes an entry, a replay, a
 //!   conflict or a refusal.
 //! - [`writer`]: the per-tenant group-commit writer that runs decisions.
+//! - [`recent`]: recently committed entries, answering retries from memory.
 //! - [`store`]: SQLite and PostgreSQL, each with its SQL beside its code.
 
 pub mod amount;
@@ -23,6 +24,7 @@ pub mod intent;
 pub mod keys;
 mod look_ups;
 pub mod names;
+pub mod recent;
 pub mod state;
 pub mod statement;
 pub mod stats;

@@ -22,6 +22,7 @@ use crate::decide::{decide_existing, Decision};
 use crate::entry::StoredEntry;
 use crate::intent::{EntryKind, Intent};
 use crate::look_ups::{KeyLookUps, KeyTaken};
+use crate::recent::{RecentEntries, DEFAULT_RECENT_ENTRIES_BYTES};
 use crate::stats::Histogram;
 use crate::store::{DecidedWrite, Fence, PendingWrite, Storage, WriterMemory};
 use crate::LedgerError;
@@ -45,6 +46,9 @@ pub struct WriterConfig {
     /// decided again with every key looked up (and look-ups resume). Zero
     /// always looks keys up. See [`KeyLookUps`].
     pub skip_look_ups_after: usize,
+    /// Bytes of recently committed entries held to answer retries without
+    /// the writer or the database ([`RecentEntries`]); zero holds none.
+    pub recent_entries_bytes: usize,
 }
 
 impl Default for WriterConfig {
@@ -55,6 +59,7 @@ impl Default for WriterConfig {
             linger: Duration::ZERO,
             idle_after: DEFAULT_IDLE_AFTER,
             skip_look_ups_after: DEFAULT_SKIP_LOOK_UPS_AFTER,
+            recent_entries_bytes: DEFAULT_RECENT_ENTRIES_BYTES,
         }
     }
 }
@@ -123,6 +128,9 @@ pub struct WriterStats {
     /// look-up): nothing was written, and the group was decided again with
     /// every key looked up.
     pub key_taken_groups: AtomicU64,
+    /// Intents answered from the entries this process recently committed or
+    /// found ([`RecentEntries`]): no writer, no database.
+    pub answered_from_recent: AtomicU64,
 }
 
 /// Bounds of [`WriterStats::group_size`], in intents (`max_group` ≤ 10,000).
@@ -149,6 +157,7 @@ impl Default for WriterStats {
             idle_writers_stopped: AtomicU64::new(0),
             not_looked_up: AtomicU64::new(0),
             key_taken_groups: AtomicU64::new(0),
+            answered_from_recent: AtomicU64::new(0),
         }
     }
 }
@@ -171,6 +180,7 @@ pub struct Writers {
     config: WriterConfig,
     queues: Arc<Queues>,
     stats: Arc<WriterStats>,
+    recent: Arc<RecentEntries>,
 }
 
 /// The tenants with a writer in this process. Jobs are sent to a tenant's
@@ -185,6 +195,7 @@ impl Writers {
             config,
             queues: Arc::default(),
             stats: Arc::default(),
+            recent: Arc::new(RecentEntries::new(config.recent_entries_bytes)),
         }
     }
 
@@ -194,6 +205,11 @@ impl Writers {
 
     pub fn stats(&self) -> &WriterStats {
         &self.stats
+    }
+
+    /// The entries held to answer retries.
+    pub fn recent(&self) -> &RecentEntries {
+        &self.recent
     }
 
     pub fn config(&self) -> WriterConfig {
@@ -237,6 +253,9 @@ impl Writers {
         if intents.is_empty() {
             return Ok(Vec::new());
         }
+        if let Some(decisions) = self.answered_from_recent(tenant, &intents) {
+            return Ok(decisions);
+        }
         let n = intents.len();
         let (reply, answer) = oneshot::channel();
         {
@@ -264,6 +283,30 @@ impl Writers {
             .map_err(|_| LedgerError::Unavailable("the tenant's writer stopped".to_owned()))?
     }
 
+    /// Decisions of `intents` when every one of them is a key held in
+    /// [`RecentEntries`]: a committed entry is the final answer to its key
+    /// (a replay, or a conflict), so neither the writer nor the database is
+    /// asked. Otherwise `None`, and the request goes the usual way.
+    fn answered_from_recent(&self, tenant: &str, intents: &[Intent]) -> Option<Vec<Decision>> {
+        if !self.recent.enabled() {
+            return None;
+        }
+        let decisions = intents
+            .iter()
+            .map(|i| match i.kind {
+                EntryKind::AccountSettings => None,
+                kind => self
+                    .recent
+                    .get(tenant, kind, &i.upstream_id)
+                    .map(|e| decide_existing(&e, i)),
+            })
+            .collect::<Option<Vec<Decision>>>()?;
+        self.stats
+            .answered_from_recent
+            .fetch_add(decisions.len() as u64, Ordering::Relaxed);
+        Some(decisions)
+    }
+
     fn queue<'a>(
         &self,
         queues: &'a mut HashMap<String, TenantQueue>,
@@ -288,6 +331,7 @@ impl Writers {
                     config: self.config,
                     stats: self.stats.clone(),
                     key_taken: key_taken.clone(),
+                    recent: self.recent.clone(),
                 },
                 Arc::downgrade(&self.queues),
             ));
@@ -300,6 +344,7 @@ impl Writers {
                     config: self.config,
                     stats: self.stats.clone(),
                     key_taken: key_taken.clone(),
+                    recent: self.recent.clone(),
                 },
             ));
             queues.insert(tenant.to_owned(), TenantQueue { sender, pending });
@@ -318,6 +363,8 @@ struct Stage {
     /// The writer reports a group that found a key taken; the look-up task
     /// then looks keys up again.
     key_taken: KeyTaken,
+    /// Where committed entries, written or found, are remembered.
+    recent: Arc<RecentEntries>,
 }
 
 /// Before the writer: looks up the keys of whatever is waiting in one
@@ -344,6 +391,7 @@ async fn look_up(
         config,
         stats,
         key_taken,
+        recent,
     } = stage;
     let mut look_ups = KeyLookUps::new(config.skip_look_ups_after, key_taken);
     // Returning drops `writer`: the writer task ends once it has answered
@@ -415,6 +463,9 @@ async fn look_up(
             .into_iter()
             .map(Arc::new)
             .collect();
+        for entry in &found {
+            recent.remember(entry);
+        }
         let by_key: HashMap<(EntryKind, &str), &Arc<StoredEntry>> = found
             .iter()
             .map(|e| ((e.kind, e.upstream_id.as_str()), e))
@@ -577,6 +628,7 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
         config,
         stats,
         key_taken,
+        recent,
     } = stage;
     let finished = Finished {
         storage: &storage,
@@ -584,6 +636,7 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
         pending: &pending,
         stats: &stats,
         key_taken,
+        recent: &recent,
         failed_before: AtomicBool::new(false),
     };
     // A job that did not fit into the previous group starts the next one.
@@ -809,6 +862,7 @@ struct Finished<'a> {
     pending: &'a AtomicUsize,
     stats: &'a WriterStats,
     key_taken: KeyTaken,
+    recent: &'a RecentEntries,
     /// Whether the last write answered failed: a group decided on top of it
     /// is then refused because that group never committed, not because
     /// another process appended.
@@ -901,7 +955,15 @@ impl Finished<'_> {
         );
         self.pending.fetch_sub(size, Ordering::AcqRel);
         match result {
-            Ok(decisions) => answers.answer_the_rest(decisions),
+            Ok(decisions) => {
+                // Committed: from now on each is the final answer to its key.
+                for decision in &decisions {
+                    if let Decision::Created(entry) | Decision::Replayed(entry) = decision {
+                        self.recent.remember(entry);
+                    }
+                }
+                answers.answer_the_rest(decisions)
+            }
             Err(e) => {
                 tracing::warn!(tenant = %self.tenant, group = size, error = %e, "group failed, nothing committed");
                 answers.fail_the_rest(&e.to_string());
@@ -1098,6 +1160,7 @@ mod tests {
             config: WriterConfig::default(),
             stats: Arc::default(),
             key_taken: KeyTaken::default(),
+            recent: Arc::new(RecentEntries::new(0)),
         };
         let stats = stage.stats.clone();
         let mut answers = Vec::new();
@@ -1174,7 +1237,7 @@ mod tests {
     #[tokio::test]
     async fn replays_and_conflicts_through_the_writers() {
         let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
-        let writers = Writers::new(storage.clone(), WriterConfig::default());
+        let writers = Writers::new(storage.clone(), nothing_recent());
         writers.decide("t", debit("u1", "1")).await.unwrap();
         let replay = writers.decide("t", debit("u1", "1")).await.unwrap();
         assert!(matches!(replay, Decision::Replayed(_)), "{replay:?}");
@@ -1515,10 +1578,70 @@ mod tests {
         );
     }
 
+    /// No entry held in memory: every key reaches the look-up or the writer.
+    fn nothing_recent() -> WriterConfig {
+        WriterConfig {
+            recent_entries_bytes: 0,
+            ..WriterConfig::default()
+        }
+    }
+
     fn skip_look_ups_after(n: usize) -> WriterConfig {
         WriterConfig {
             skip_look_ups_after: n,
-            ..WriterConfig::default()
+            ..nothing_recent()
+        }
+    }
+
+    /// A retry of an entry this process committed, or found, is answered
+    /// from memory with exactly what the look-up would answer; a request
+    /// with one key not held goes the usual way.
+    #[tokio::test]
+    async fn retries_of_committed_entries_are_answered_from_recent_entries() {
+        for db in TestDb::every_engine(2).await {
+            let writers = Writers::new(db.storage.clone(), WriterConfig::default());
+            let created = writers.decide("t", debit("u1", "1")).await.unwrap();
+            let Decision::Created(original) = created else {
+                panic!("{created:?}")
+            };
+            let replay = writers.decide("t", debit("u1", "1")).await.unwrap();
+            assert!(
+                matches!(&replay, Decision::Replayed(e) if **e == *original),
+                "{replay:?}"
+            );
+            let conflict = writers.decide("t", debit("u1", "2")).await.unwrap();
+            assert!(
+                matches!(&conflict, Decision::Conflict { entry_id, differing_fields }
+                    if *entry_id == original.id && differing_fields == &["amount"]),
+                "{conflict:?}"
+            );
+            // Another tenant's key of the same name is not this one.
+            let other = writers.decide("t2", debit("u1", "1")).await.unwrap();
+            assert!(matches!(other, Decision::Created(_)), "{other:?}");
+            let mixed = writers
+                .decide_all("t", vec![debit("u1", "1"), debit("u2", "1")])
+                .await
+                .unwrap();
+            assert!(matches!(mixed[0], Decision::Replayed(_)), "{mixed:?}");
+            assert!(matches!(mixed[1], Decision::Created(_)), "{mixed:?}");
+            let stats = writers.stats();
+            assert_eq!(stats.answered_from_recent.load(Ordering::Relaxed), 2);
+            assert_eq!(stats.answered_before_group.load(Ordering::Relaxed), 0);
+            assert_eq!(stats.intents.load(Ordering::Relaxed), 4);
+
+            // Another process: its first retry is looked up in the
+            // database, and what the look-up found answers the next one.
+            let other_process = Writers::new(db.storage.clone(), WriterConfig::default());
+            for _ in 0..2 {
+                let replay = other_process.decide("t", debit("u2", "1")).await.unwrap();
+                assert!(matches!(replay, Decision::Replayed(_)), "{replay:?}");
+            }
+            let stats = other_process.stats();
+            assert_eq!(stats.answered_before_group.load(Ordering::Relaxed), 1);
+            assert_eq!(stats.answered_from_recent.load(Ordering::Relaxed), 1);
+            assert_eq!(stats.intents.load(Ordering::Relaxed), 0);
+            assert_eq!(entries(&db.storage).await, 2);
+            db.remove().await;
         }
     }
 
@@ -1526,6 +1649,7 @@ mod tests {
     fn unlooked_small_groups(after: usize) -> WriterConfig {
         WriterConfig {
             skip_look_ups_after: after,
+            recent_entries_bytes: 0,
             ..small_groups()
         }
     }
