@@ -11,6 +11,7 @@ mod workload;
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -50,7 +51,8 @@ struct Args {
     #[arg(long)]
     keep: bool,
     /// Measure only these scenarios (comma-separated keys: single1, single16,
-    /// single64, batch100, batch1000, hot, replay50, replay100); all by default.
+    /// single64, batch100, batch1000, hot, replay50, retry50, replay100); all
+    /// by default.
     #[arg(long, default_value = "")]
     only: String,
     /// Write the server's log at this filter (e.g. tally_ledger=debug) to
@@ -246,6 +248,7 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
     // (key, name, clients, raw baseline: (connections, rows per tx), request maker)
     type Make = Box<dyn Fn(&mut workload::Rng) -> Request + Send + Sync>;
     type Scenario = (&'static str, String, usize, Option<(usize, usize)>, Make);
+    let recent_posts = Arc::new(workload::RecentPosts::default());
     let scenarios: Vec<Scenario> = vec![
         (
             "single1",
@@ -300,6 +303,24 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
                 } else {
                     single(new_debit(rng, false))
                 }
+            }),
+        ),
+        (
+            "retry50",
+            "50% retries of recent posts, single, 64 clients".into(),
+            64,
+            None,
+            Box::new(move |rng| {
+                let retry = if rng.below(2) == 0 {
+                    recent_posts.pick(rng)
+                } else {
+                    None
+                };
+                retry.unwrap_or_else(|| {
+                    let request = single(new_debit(rng, false));
+                    recent_posts.push(request.body.clone());
+                    request
+                })
             }),
         ),
         (
@@ -447,6 +468,11 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
     check(
         "50% replays / all new (single @64)",
         ratio(rate("replay50"), rate("single64")),
+        1.5,
+    );
+    check(
+        "50% retries of recent posts / all new (single @64)",
+        ratio(rate("retry50"), rate("single64")),
         1.5,
     );
     // 64 clients post in a loop, so each rate is 64 over the mean latency:

@@ -2,6 +2,9 @@
 //! upstream IDs), and preload bodies that can be regenerated exactly so a
 //! replay carries the same fingerprint as the original.
 
+use std::sync::Mutex;
+
+use bytes::Bytes;
 use serde_json::{json, Value};
 
 pub const ACCOUNTS: u64 = 10_000;
@@ -68,4 +71,53 @@ pub fn new_debit(rng: &mut Rng, hot: bool) -> Value {
 pub fn with_type(mut body: Value) -> Value {
     body["type"] = json!("usage_debit");
     body
+}
+
+/// The bodies of the last [`RecentPosts::WINDOW`] new debits of a scenario,
+/// for retries: a client whose response was lost sends the same request
+/// again seconds later, which is what most replays are.
+#[derive(Default)]
+pub struct RecentPosts(Mutex<RecentRing>);
+
+#[derive(Default)]
+struct RecentRing {
+    bodies: Vec<Bytes>,
+    pushed: usize,
+}
+
+impl RecentPosts {
+    /// Retries repeat one of the last 50,000 posts (about 8 s of a flood of
+    /// 6,000 posts/s)…
+    pub const WINDOW: usize = 50_000;
+    /// …but none of the last 1,000, which may still be in flight (64
+    /// clients): a retry follows a lost answer, not a pending one.
+    pub const SETTLED: usize = 1_000;
+
+    pub fn push(&self, body: Bytes) {
+        let mut ring = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let at = ring.pushed % Self::WINDOW;
+        if at == ring.bodies.len() {
+            ring.bodies.push(body);
+        } else {
+            ring.bodies[at] = body;
+        }
+        ring.pushed += 1;
+    }
+
+    /// A settled recent post, or `None` until enough were posted.
+    pub fn pick(&self, rng: &mut Rng) -> Option<super::http_load::Request> {
+        let ring = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let settled = ring.bodies.len().checked_sub(Self::SETTLED)?;
+        if settled == 0 {
+            return None;
+        }
+        // Back from the newest settled one, within the window.
+        let back = Self::SETTLED + rng.below(settled as u64) as usize;
+        let at = (ring.pushed - 1 - back) % Self::WINDOW;
+        Some(super::http_load::Request {
+            path: super::http_load::SINGLE_PATH,
+            body: ring.bodies[at].clone(),
+            rows: 1,
+        })
+    }
 }
