@@ -16,7 +16,7 @@
 //! freeing a whole generation at once.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use crate::entry::StoredEntry;
@@ -57,11 +57,33 @@ pub struct RecentEntries {
     hasher: std::collections::hash_map::RandomState,
 }
 
+/// The map's keys are already SipHash values of the key: hashing them
+/// again would only cost time.
+#[derive(Debug, Default)]
+struct AlreadyHashed(u64);
+
+impl Hasher for AlreadyHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed here; fold anything else all the same.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 #[derive(Debug, Default)]
 struct Shard {
     /// By the hash of the key; the entry's own tenant, kind and key are
     /// compared on every hit, so two keys of one hash only miss.
-    by_key: HashMap<u64, Arc<StoredEntry>>,
+    by_key: HashMap<u64, Arc<StoredEntry>, BuildHasherDefault<AlreadyHashed>>,
     /// Oldest first, with the footprint counted when it came in.
     order: VecDeque<(u64, Arc<StoredEntry>, usize)>,
     bytes: usize,

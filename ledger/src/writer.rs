@@ -278,9 +278,20 @@ impl Writers {
                 ));
             }
         }
-        answer
+        let decisions = answer
             .await
-            .map_err(|_| LedgerError::Unavailable("the tenant's writer stopped".to_owned()))?
+            .map_err(|_| LedgerError::Unavailable("the tenant's writer stopped".to_owned()))??;
+        // Every entry answered is committed (a group's answers go out after
+        // its commit; the look-up and the early answers carry entries read
+        // committed): from now on each is the final answer to its key. The
+        // caller remembers them, not the writer, whose task is on every
+        // group's path.
+        for decision in &decisions {
+            if let Decision::Created(entry) | Decision::Replayed(entry) = decision {
+                self.recent.remember(entry);
+            }
+        }
+        Ok(decisions)
     }
 
     /// Decisions of `intents` when every one of them is a key held in
@@ -331,7 +342,6 @@ impl Writers {
                     config: self.config,
                     stats: self.stats.clone(),
                     key_taken: key_taken.clone(),
-                    recent: self.recent.clone(),
                 },
                 Arc::downgrade(&self.queues),
             ));
@@ -344,7 +354,6 @@ impl Writers {
                     config: self.config,
                     stats: self.stats.clone(),
                     key_taken: key_taken.clone(),
-                    recent: self.recent.clone(),
                 },
             ));
             queues.insert(tenant.to_owned(), TenantQueue { sender, pending });
@@ -363,8 +372,6 @@ struct Stage {
     /// The writer reports a group that found a key taken; the look-up task
     /// then looks keys up again.
     key_taken: KeyTaken,
-    /// Where committed entries, written or found, are remembered.
-    recent: Arc<RecentEntries>,
 }
 
 /// Before the writer: looks up the keys of whatever is waiting in one
@@ -391,7 +398,6 @@ async fn look_up(
         config,
         stats,
         key_taken,
-        recent,
     } = stage;
     let mut look_ups = KeyLookUps::new(config.skip_look_ups_after, key_taken);
     // Returning drops `writer`: the writer task ends once it has answered
@@ -463,9 +469,6 @@ async fn look_up(
             .into_iter()
             .map(Arc::new)
             .collect();
-        for entry in &found {
-            recent.remember(entry);
-        }
         let by_key: HashMap<(EntryKind, &str), &Arc<StoredEntry>> = found
             .iter()
             .map(|e| ((e.kind, e.upstream_id.as_str()), e))
@@ -628,7 +631,6 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
         config,
         stats,
         key_taken,
-        recent,
     } = stage;
     let finished = Finished {
         storage: &storage,
@@ -636,7 +638,6 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
         pending: &pending,
         stats: &stats,
         key_taken,
-        recent: &recent,
         failed_before: AtomicBool::new(false),
     };
     // A job that did not fit into the previous group starts the next one.
@@ -862,7 +863,6 @@ struct Finished<'a> {
     pending: &'a AtomicUsize,
     stats: &'a WriterStats,
     key_taken: KeyTaken,
-    recent: &'a RecentEntries,
     /// Whether the last write answered failed: a group decided on top of it
     /// is then refused because that group never committed, not because
     /// another process appended.
@@ -955,15 +955,7 @@ impl Finished<'_> {
         );
         self.pending.fetch_sub(size, Ordering::AcqRel);
         match result {
-            Ok(decisions) => {
-                // Committed: from now on each is the final answer to its key.
-                for decision in &decisions {
-                    if let Decision::Created(entry) | Decision::Replayed(entry) = decision {
-                        self.recent.remember(entry);
-                    }
-                }
-                answers.answer_the_rest(decisions)
-            }
+            Ok(decisions) => answers.answer_the_rest(decisions),
             Err(e) => {
                 tracing::warn!(tenant = %self.tenant, group = size, error = %e, "group failed, nothing committed");
                 answers.fail_the_rest(&e.to_string());
@@ -1160,7 +1152,6 @@ mod tests {
             config: WriterConfig::default(),
             stats: Arc::default(),
             key_taken: KeyTaken::default(),
-            recent: Arc::new(RecentEntries::new(0)),
         };
         let stats = stage.stats.clone();
         let mut answers = Vec::new();
