@@ -1223,6 +1223,17 @@ mod tests {
         assert_eq!(before, 2);
     }
 
+    /// One request of a replay of u1 and a new key u2: it goes to the
+    /// writer, which answers the replay and posts u2.
+    async fn replay_of_u1_and_new_u2(writers: &Writers) {
+        let mixed = writers
+            .decide_all("t", vec![debit("u1", "1"), debit("u2", "1")])
+            .await
+            .unwrap();
+        assert!(matches!(mixed[0], Decision::Replayed(_)), "{mixed:?}");
+        assert!(matches!(mixed[1], Decision::Created(_)), "{mixed:?}");
+    }
+
     /// Through the writers, sequential requests get the same answers
     /// whichever path they take.
     #[tokio::test]
@@ -1237,12 +1248,7 @@ mod tests {
             matches!(conflict, Decision::Conflict { .. }),
             "{conflict:?}"
         );
-        let mixed = writers
-            .decide_all("t", vec![debit("u1", "1"), debit("u2", "1")])
-            .await
-            .unwrap();
-        assert!(matches!(mixed[0], Decision::Replayed(_)), "{mixed:?}");
-        assert!(matches!(mixed[1], Decision::Created(_)), "{mixed:?}");
+        replay_of_u1_and_new_u2(&writers).await;
         let stats = writers.stats();
         assert_eq!(
             stats.intents.load(Ordering::Relaxed) as u64
@@ -1609,12 +1615,7 @@ mod tests {
             // Another tenant's key of the same name is not this one.
             let other = writers.decide("t2", debit("u1", "1")).await.unwrap();
             assert!(matches!(other, Decision::Created(_)), "{other:?}");
-            let mixed = writers
-                .decide_all("t", vec![debit("u1", "1"), debit("u2", "1")])
-                .await
-                .unwrap();
-            assert!(matches!(mixed[0], Decision::Replayed(_)), "{mixed:?}");
-            assert!(matches!(mixed[1], Decision::Created(_)), "{mixed:?}");
+            replay_of_u1_and_new_u2(&writers).await;
             let stats = writers.stats();
             assert_eq!(stats.answered_from_recent.load(Ordering::Relaxed), 2);
             assert_eq!(stats.answered_before_group.load(Ordering::Relaxed), 0);
