@@ -4,10 +4,12 @@
 //! Build everything first so the `tally` binary sits next to this one:
 //! `cargo build --release --workspace && target/release/tally-bench`.
 
+mod cpu;
 mod http_load;
 mod raw;
 mod stats;
 mod workload;
+mod writer_metrics;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -24,6 +26,7 @@ use tokio::process::{Child, Command};
 use http_load::{Request, Target};
 use stats::Stats;
 use workload::{new_debit, preload_debit, with_type};
+use writer_metrics::WriterCounters;
 
 #[derive(Debug, Parser)]
 #[command(about = "Benchmark tally against the raw database limit, in one run")]
@@ -142,6 +145,8 @@ struct Line {
     name: String,
     tally: Stats,
     baseline: Option<(String, f64)>,
+    /// Where the scenario's CPU went, and what the writers did.
+    limits: Vec<String>,
 }
 
 async fn preload(target: &Target, n: u64) -> anyhow::Result<f64> {
@@ -242,6 +247,13 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
         }
     );
     let n = args.preload.max(1);
+    let ticks_per_second = cpu::ticks_per_second();
+    let watched = cpu::Watched {
+        server: server.child.id(),
+        postgres: engine == "postgres",
+    };
+    // With SQLite the database runs inside whoever opened it.
+    let database = (engine == "postgres").then_some("postgres");
 
     let wanted = |key: &str| args.only.is_empty() || args.only.split(',').any(|k| k.trim() == key);
     let mut lines: Vec<Line> = Vec::new();
@@ -349,7 +361,21 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
                 settling.elapsed().as_secs_f64()
             );
         }
+        let cpu_before = cpu::CpuSample::take(watched);
+        let writer_before = WriterCounters::read(&target).await;
         let stats = http_load::run(&target, clients, secs, make).await;
+        let cpu_after = cpu::CpuSample::take(watched);
+        let writer_after = WriterCounters::read(&target).await;
+        let mut limits = Vec::new();
+        if let (Some(a), Some(b)) = (cpu_before, cpu_after) {
+            limits.push(
+                a.per_row(&b, stats.rows, ticks_per_second)
+                    .describe("tally", database),
+            );
+        }
+        if let (Some(a), Some(b)) = (writer_before, writer_after) {
+            limits.push(a.describe(&b, stats.elapsed.as_secs_f64()));
+        }
         eprintln!(
             "  {name}: {:.0} rows/s, {} errors",
             stats.rows_per_sec(),
@@ -361,17 +387,25 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
             name,
             tally: stats,
             baseline: None,
+            limits,
         });
     }
 
     // The raw limit, same database, same run.
     let raw_db = raw::RawDb::open(&url, 64).await?;
-    let mut raw_lines: Vec<(String, Stats)> = Vec::new();
+    let mut raw_lines: Vec<(String, Stats, Option<String>)> = Vec::new();
     for (i, plan) in raw_plan.iter().enumerate() {
         let Some((clients, rows)) = *plan else {
             continue;
         };
+        let cpu_before = cpu::CpuSample::take(watched);
         let s = raw::run(&raw_db, clients, rows, secs).await;
+        // The raw client is the load generator here (with SQLite, the
+        // database too); the idle server is still counted, as a check.
+        let limits = cpu_before.zip(cpu::CpuSample::take(watched)).map(|(a, b)| {
+            a.per_row(&b, s.rows, ticks_per_second)
+                .describe("tally (idle)", database)
+        });
         let name = format!("raw SQL, {rows} row(s)/tx, {clients} connections");
         eprintln!(
             "  {name}: {:.0} rows/s, {} errors",
@@ -379,7 +413,7 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
             s.errors
         );
         lines[i].baseline = Some((name.clone(), s.rows_per_sec()));
-        raw_lines.push((name, s));
+        raw_lines.push((name, s, limits));
     }
 
     println!(
@@ -417,12 +451,15 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
                 );
             }
         }
+        for limit in &l.limits {
+            println!("  {limit}");
+        }
     }
     println!(
         "{:<36} {:>10} {:>8} {:>8} {:>7}",
         "raw limit (straight SQL)", "rows/s", "p50 ms", "p99 ms", "errors"
     );
-    for (name, s) in &mut raw_lines {
+    for (name, s, limits) in &mut raw_lines {
         let rate = s.rows_per_sec();
         println!(
             "{:<36} {:>10.0} {:>8.2} {:>8.2} {:>7}",
@@ -432,6 +469,9 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
             s.percentile_ms(0.99),
             s.errors
         );
+        if let Some(limits) = limits {
+            println!("  {limits}");
+        }
     }
     let idx = |key: &str| keys.iter().position(|k| *k == key);
     let rate = |key: &str| idx(key).map(|i| lines[i].tally.rows_per_sec());

@@ -1,0 +1,92 @@
+//! What the server's writers did during a scenario, from `GET /metrics`:
+//! how many groups committed, how large, how long each commit took, and
+//! how many intents were answered without a group. With the CPU shares
+//! ([`crate::cpu`]) it tells a figure bound by the commit cycle from one
+//! bound by CPU.
+
+use crate::http_load::Target;
+
+/// The writer counters of `/metrics` at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct WriterCounters {
+    groups: f64,
+    intents_in_groups: f64,
+    commit_seconds: f64,
+    answered_before_group: f64,
+    answered_from_recent: f64,
+}
+
+impl WriterCounters {
+    pub async fn read(target: &Target) -> Option<Self> {
+        let text = target
+            .client
+            .get(format!("{}/metrics", target.base))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        Some(Self::parse(&text))
+    }
+
+    fn parse(text: &str) -> Self {
+        let value = |name: &str| {
+            text.lines()
+                .filter_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                .find_map(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        Self {
+            groups: value("tally_writer_group_size_count"),
+            intents_in_groups: value("tally_writer_group_size_sum"),
+            commit_seconds: value("tally_writer_commit_duration_seconds_sum"),
+            answered_before_group: value("tally_writer_answered_before_group_total"),
+            answered_from_recent: value("tally_writer_answered_from_recent_total"),
+        }
+    }
+
+    /// One line on what happened from `self` to `later`, over `seconds`.
+    pub fn describe(&self, later: &WriterCounters, seconds: f64) -> String {
+        let groups = later.groups - self.groups;
+        let intents = later.intents_in_groups - self.intents_in_groups;
+        let commit = later.commit_seconds - self.commit_seconds;
+        let before = later.answered_before_group - self.answered_before_group;
+        let recent = later.answered_from_recent - self.answered_from_recent;
+        let per_group = |x: f64| if groups > 0.0 { x / groups } else { 0.0 };
+        format!(
+            "writer: {:.0} groups/s of {:.1} intents, commit {:.2} ms each; \
+             answered without a group: {:.0}/s looked up, {:.0}/s from memory",
+            groups / seconds.max(1e-9),
+            per_group(intents),
+            per_group(commit) * 1e3,
+            before / seconds.max(1e-9),
+            recent / seconds.max(1e-9),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_read_by_exact_name_and_differenced() {
+        let before = WriterCounters::parse(
+            "# HELP x\ntally_writer_group_size_count 10\ntally_writer_group_size_sum 300\n\
+             tally_writer_group_size_bucket{le=\"1\"} 2\n\
+             tally_writer_commit_duration_seconds_sum 0.02\n",
+        );
+        let after = WriterCounters::parse(
+            "tally_writer_group_size_count 110\ntally_writer_group_size_sum 3300\n\
+             tally_writer_commit_duration_seconds_sum 0.32\n\
+             tally_writer_answered_before_group_total 500\n\
+             tally_writer_answered_from_recent_total 100\n",
+        );
+        assert_eq!(
+            before.describe(&after, 2.0),
+            "writer: 50 groups/s of 30.0 intents, commit 3.00 ms each; \
+             answered without a group: 250/s looked up, 50/s from memory"
+        );
+    }
+}
