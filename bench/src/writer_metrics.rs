@@ -14,6 +14,10 @@ pub struct WriterCounters {
     commit_seconds: f64,
     answered_before_group: f64,
     answered_from_recent: f64,
+    /// Groups whose write found a key taken (a replay sent without a
+    /// look-up, or a key taken since its look-up): nothing written, decided
+    /// again with every key looked up.
+    key_taken: f64,
 }
 
 impl WriterCounters {
@@ -43,6 +47,7 @@ impl WriterCounters {
             commit_seconds: value("tally_writer_commit_duration_seconds_sum"),
             answered_before_group: value("tally_writer_answered_before_group_total"),
             answered_from_recent: value("tally_writer_answered_from_recent_total"),
+            key_taken: value("tally_writer_groups_key_taken_total"),
         }
     }
 
@@ -53,15 +58,18 @@ impl WriterCounters {
         let commit = later.commit_seconds - self.commit_seconds;
         let before = later.answered_before_group - self.answered_before_group;
         let recent = later.answered_from_recent - self.answered_from_recent;
+        let taken = later.key_taken - self.key_taken;
         let per_group = |x: f64| if groups > 0.0 { x / groups } else { 0.0 };
         format!(
             "writer: {:.0} groups/s of {:.1} intents, commit {:.2} ms each; \
-             answered without a group: {:.0}/s looked up, {:.0}/s from memory",
+             answered without a group: {:.0}/s looked up, {:.0}/s from memory; \
+             {:.0} groups found a key taken",
             groups / seconds.max(1e-9),
             per_group(intents),
             per_group(commit) * 1e3,
             before / seconds.max(1e-9),
             recent / seconds.max(1e-9),
+            taken,
         )
     }
 }
@@ -81,12 +89,14 @@ mod tests {
             "tally_writer_group_size_count 110\ntally_writer_group_size_sum 3300\n\
              tally_writer_commit_duration_seconds_sum 0.32\n\
              tally_writer_answered_before_group_total 500\n\
-             tally_writer_answered_from_recent_total 100\n",
+             tally_writer_answered_from_recent_total 100\n\
+             tally_writer_groups_key_taken_total 3\n",
         );
         assert_eq!(
             before.describe(&after, 2.0),
             "writer: 50 groups/s of 30.0 intents, commit 3.00 ms each; \
-             answered without a group: 250/s looked up, 50/s from memory"
+             answered without a group: 250/s looked up, 50/s from memory; \
+             3 groups found a key taken"
         );
     }
 }
