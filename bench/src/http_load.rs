@@ -65,6 +65,17 @@ impl Target {
         })
     }
 
+    /// The server's `GET /metrics` text.
+    pub async fn metrics(&self) -> anyhow::Result<String> {
+        Ok(self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await?
+            .text()
+            .await?)
+    }
+
     pub async fn connect(&self) -> anyhow::Result<Connection> {
         let stream = tokio::net::TcpStream::connect(self.authority.to_str()?).await?;
         stream.set_nodelay(true)?;

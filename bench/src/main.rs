@@ -606,17 +606,8 @@ async fn main() -> anyhow::Result<()> {
 async fn wait_for_usage_projection(target: &Target, limit: Duration) -> anyhow::Result<bool> {
     let deadline = std::time::Instant::now() + limit;
     while std::time::Instant::now() < deadline {
-        let text = target
-            .client
-            .get(format!("{}/metrics", target.base))
-            .send()
-            .await?
-            .text()
-            .await?;
-        let lag = text
-            .lines()
-            .find_map(|l| l.strip_prefix("tally_usage_projection_lag_entries "))
-            .and_then(|v| v.trim().parse::<f64>().ok());
+        let text = target.metrics().await?;
+        let lag = writer_metrics::sample(&text, "tally_usage_projection_lag_entries");
         if lag == Some(0.0) {
             return Ok(true);
         }

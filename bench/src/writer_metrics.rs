@@ -22,25 +22,11 @@ pub struct WriterCounters {
 
 impl WriterCounters {
     pub async fn read(target: &Target) -> Option<Self> {
-        let text = target
-            .client
-            .get(format!("{}/metrics", target.base))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        Some(Self::parse(&text))
+        Some(Self::parse(&target.metrics().await.ok()?))
     }
 
     fn parse(text: &str) -> Self {
-        let value = |name: &str| {
-            text.lines()
-                .filter_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-                .find_map(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
+        let value = |name: &str| sample(text, name).unwrap_or(0.0);
         Self {
             groups: value("tally_writer_group_size_count"),
             intents_in_groups: value("tally_writer_group_size_sum"),
@@ -72,6 +58,13 @@ impl WriterCounters {
             taken,
         )
     }
+}
+
+/// The value of the unlabelled sample `name` in a `/metrics` text.
+pub fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .find_map(|v| v.trim().parse::<f64>().ok())
 }
 
 #[cfg(test)]
