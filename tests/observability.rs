@@ -344,6 +344,10 @@ async fn metrics_count_answers_by_route_status_and_code(engine: Engine) {
     // from its recent entries; the five others each went into a group.
     assert_eq!(m.get("tally_writer_answered_from_recent_total", &[]), 2.0);
     assert_eq!(m.get("tally_writer_answered_before_group_total", &[]), 0.0);
+    // Each keyed intent (not the account's settings) was looked up before
+    // the writer: one request, so one query, at a time.
+    assert_eq!(m.get("tally_writer_look_up_queries_total", &[]), 4.0);
+    assert_eq!(m.get("tally_writer_keys_looked_up_total", &[]), 4.0);
     assert_eq!(m.get("tally_writer_group_size_sum", &[]), 5.0);
     let groups = m.get("tally_writer_group_size_count", &[]);
     assert!((1.0..=5.0).contains(&groups), "{groups}");

@@ -415,6 +415,26 @@ impl Metrics {
             stats.key_taken_groups.load(Ordering::Relaxed),
         );
         out.family(
+            "tally_writer_look_up_queries_total",
+            "counter",
+            "Queries of the key look-up before the writer; with tally_writer_keys_looked_up_total, the keys each shared.",
+        );
+        out.sample(
+            "tally_writer_look_up_queries_total",
+            &[],
+            stats.look_up_queries.load(Ordering::Relaxed),
+        );
+        out.family(
+            "tally_writer_keys_looked_up_total",
+            "counter",
+            "Keys asked for by the look-up before the writer (found or free).",
+        );
+        out.sample(
+            "tally_writer_keys_looked_up_total",
+            &[],
+            stats.keys_looked_up.load(Ordering::Relaxed),
+        );
+        out.family(
             "tally_writer_answered_from_recent_total",
             "counter",
             "Intents answered from the entries this process recently committed or found (--recent-entries-mib): no writer, no database.",

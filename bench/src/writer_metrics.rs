@@ -18,6 +18,8 @@ pub struct WriterCounters {
     /// look-up, or a key taken since its look-up): nothing written, decided
     /// again with every key looked up.
     key_taken: f64,
+    look_up_queries: f64,
+    keys_looked_up: f64,
 }
 
 impl WriterCounters {
@@ -34,6 +36,8 @@ impl WriterCounters {
             answered_before_group: value("tally_writer_answered_before_group_total"),
             answered_from_recent: value("tally_writer_answered_from_recent_total"),
             key_taken: value("tally_writer_groups_key_taken_total"),
+            look_up_queries: value("tally_writer_look_up_queries_total"),
+            keys_looked_up: value("tally_writer_keys_looked_up_total"),
         }
     }
 
@@ -45,17 +49,22 @@ impl WriterCounters {
         let before = later.answered_before_group - self.answered_before_group;
         let recent = later.answered_from_recent - self.answered_from_recent;
         let taken = later.key_taken - self.key_taken;
+        let queries = later.look_up_queries - self.look_up_queries;
+        let keys = later.keys_looked_up - self.keys_looked_up;
         let per_group = |x: f64| if groups > 0.0 { x / groups } else { 0.0 };
         format!(
             "writer: {:.0} groups/s of {:.1} intents, commit {:.2} ms each; \
              answered without a group: {:.0}/s looked up, {:.0}/s from memory; \
-             {:.0} groups found a key taken",
+             {:.0} groups found a key taken; \
+             look-ups: {:.0} queries/s of {:.1} keys",
             groups / seconds.max(1e-9),
             per_group(intents),
             per_group(commit) * 1e3,
             before / seconds.max(1e-9),
             recent / seconds.max(1e-9),
             taken,
+            queries / seconds.max(1e-9),
+            if queries > 0.0 { keys / queries } else { 0.0 },
         )
     }
 }
@@ -83,13 +92,15 @@ mod tests {
              tally_writer_commit_duration_seconds_sum 0.32\n\
              tally_writer_answered_before_group_total 500\n\
              tally_writer_answered_from_recent_total 100\n\
-             tally_writer_groups_key_taken_total 3\n",
+             tally_writer_groups_key_taken_total 3\n\
+             tally_writer_look_up_queries_total 40\n\
+             tally_writer_keys_looked_up_total 500\n",
         );
         assert_eq!(
             before.describe(&after, 2.0),
             "writer: 50 groups/s of 30.0 intents, commit 3.00 ms each; \
              answered without a group: 250/s looked up, 50/s from memory; \
-             3 groups found a key taken"
+             3 groups found a key taken; look-ups: 20 queries/s of 12.5 keys"
         );
     }
 }

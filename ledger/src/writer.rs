@@ -131,6 +131,10 @@ pub struct WriterStats {
     /// Intents answered from the entries this process recently committed or
     /// found ([`RecentEntries`]): no writer, no database.
     pub answered_from_recent: AtomicU64,
+    /// Queries of the look-up before the writer, and the keys they asked
+    /// for: their ratio is how well look-ups share their query's fixed cost.
+    pub look_up_queries: AtomicU64,
+    pub keys_looked_up: AtomicU64,
 }
 
 /// Bounds of [`WriterStats::group_size`], in intents (`max_group` ≤ 10,000).
@@ -158,6 +162,8 @@ impl Default for WriterStats {
             not_looked_up: AtomicU64::new(0),
             key_taken_groups: AtomicU64::new(0),
             answered_from_recent: AtomicU64::new(0),
+            look_up_queries: AtomicU64::new(0),
+            keys_looked_up: AtomicU64::new(0),
         }
     }
 }
@@ -441,6 +447,10 @@ async fn look_up(
         let found = if keys.is_empty() {
             Ok(Vec::new())
         } else {
+            stats.look_up_queries.fetch_add(1, Ordering::Relaxed);
+            stats
+                .keys_looked_up
+                .fetch_add(keys.len() as u64, Ordering::Relaxed);
             storage.entries_with_keys(&tenant, &keys).await
         };
         tracing::debug!(
