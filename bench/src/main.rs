@@ -519,9 +519,8 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
     // smaller, and drift between the two moved these ratios by up to a
     // fifth (see docs/performance.md, session 16). The earlier line's
     // ratio is printed after each, for comparison.
-    let alongside = |key: &str| {
-        idx(key).and_then(|i| lines[i].alongside.as_ref().map(Stats::rows_per_sec))
-    };
+    let alongside =
+        |key: &str| idx(key).and_then(|i| lines[i].alongside.as_ref().map(Stats::rows_per_sec));
     for pairing in Pairing::ALL {
         check(
             pairing.target,
