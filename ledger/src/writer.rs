@@ -370,9 +370,13 @@ impl Writers {
 }
 
 /// Most times the look-up task steps aside for requests already received
-/// before it sends its query (see [`look_up`]): bounds the wait a stream of
-/// arrivals can impose on the first of them.
+/// before it sends its query (see [`look_up`]), and the longest it keeps
+/// doing so: they bound the wait a stream of arrivals can impose on the
+/// first of them on a busy runtime, where one yield may last as long as
+/// the tasks queued before it. A millisecond is about one query's time
+/// under load: waiting longer would cost more than the query it saves.
 const LOOK_UP_GATHER_YIELDS: usize = 32;
+const LOOK_UP_GATHER_FOR: Duration = Duration::from_millis(1);
 
 /// Moves the jobs waiting in `rx` into `jobs` while the group has room;
 /// whether it took any.
@@ -456,8 +460,9 @@ async fn look_up(
         // cost of a query (its round trip, the executor's start, this
         // task's wake-up) is shared by more requests (docs/performance.md,
         // session 16: +10–30 % replays/s under 50 % and 100 % replays).
+        let gathering = Instant::now();
         for _ in 0..LOOK_UP_GATHER_YIELDS {
-            if size >= config.max_group {
+            if size >= config.max_group || gathering.elapsed() >= LOOK_UP_GATHER_FOR {
                 break;
             }
             tokio::task::yield_now().await;
