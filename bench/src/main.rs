@@ -516,8 +516,8 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
     );
     // Against all new measured around the scenario, not the single @64
     // line: that one runs minutes earlier, on a ledger ~1,000,000 entries
-    // smaller, and drift between the two moved these ratios by up to a
-    // fifth (see docs/performance.md, session 16). The earlier line's
+    // smaller, and drift between the two moved these ratios by 12–17 % in
+    // its first full run (see docs/performance.md, session 16). The earlier line's
     // ratio is printed after each, for comparison.
     let alongside =
         |key: &str| idx(key).and_then(|i| lines[i].alongside.as_ref().map(Stats::rows_per_sec));
@@ -627,8 +627,8 @@ struct Pairing {
 }
 
 impl Pairing {
-    /// Each is measured between two halves of an all-new run (ABBA): a
-    /// drift of the machine or the ledger during the three windows, if
+    /// Each is measured between two halves of an all-new run (A-B-A): a
+    /// drift of the machine or the ledger over the three windows, if
     /// steady, weighs the same on both sides of the ratio.
     const ALL: [Pairing; 3] = [
         Pairing {
