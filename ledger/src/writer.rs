@@ -373,10 +373,11 @@ impl Writers {
 /// before it sends its query (see [`look_up`]), and the longest it keeps
 /// doing so: they bound the wait a stream of arrivals can impose on the
 /// first of them on a busy runtime, where one yield may last as long as
-/// the tasks queued before it. A millisecond is about one query's time
-/// under load: waiting longer would cost more than the query it saves.
+/// the tasks queued before it. A look-up query took 0.6–0.7 ms under load;
+/// gathering for up to 400 µs kept ~17 keys a query where 1 ms kept ~18,
+/// with replays answered sooner (docs/performance.md, session 16).
 const LOOK_UP_GATHER_YIELDS: usize = 32;
-const LOOK_UP_GATHER_FOR: Duration = Duration::from_millis(1);
+const LOOK_UP_GATHER_FOR: Duration = Duration::from_micros(400);
 
 /// Moves the jobs waiting in `rx` into `jobs` while the group has room;
 /// whether it took any.
