@@ -425,17 +425,17 @@ async fn metrics_report_expired_holds_and_projection_lag(engine: Engine) {
 
     // The sweeper releases the hold once it expires.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let m = loop {
+    loop {
         let m = scrape(&server).await;
         if m.get("tally_expired_holds_released_total", &[]) >= 1.0 {
-            break m;
+            break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
             "the hold was not released"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    }
     // A scrape reads the lag from the database before it renders the
     // counters: the release may commit in between, so the scrape that first
     // shows it counted can still show the lag without it. The next one
