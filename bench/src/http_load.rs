@@ -1,21 +1,25 @@
 //! Drives a real `tally serve` over HTTP from many client tasks.
 //!
 //! Each client task owns one keep-alive HTTP/1.1 connection and speaks to it
-//! through hyper directly. The load generator shares the two cores with the
-//! server and the database, so every microsecond it spends per request is
-//! taken from what it measures: a pooled general-purpose client (reqwest:
-//! URL parsing, a pool checkout and a timer per request) cost about 43 µs of
-//! CPU per request here, a quarter of the machine under 100 % replays.
+//! itself: the request is one `write` of bytes prepared once per request
+//! line and headers, the answer is read into the task's buffer and parsed
+//! with `httparse`. The load generator shares the two cores with the server
+//! and the database, so every microsecond it spends per request is taken
+//! from what it measures. A pooled general-purpose client (reqwest: URL
+//! parsing, a pool checkout and a timer per request) cost about 43 µs of
+//! CPU per request here, a quarter of the machine under 100 % replays;
+//! hyper's client connection (a task of its own per connection, woken
+//! through a channel for every request) 25–44 µs (docs/performance.md,
+//! session 17).
 
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
-use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::stats::{self, Stats};
 use crate::workload::Rng;
@@ -26,8 +30,10 @@ pub struct Target {
     /// For the few requests that are not load (metrics polling).
     pub client: reqwest::Client,
     pub base: String,
-    authority: HeaderValue,
-    bearer: HeaderValue,
+    authority: String,
+    /// `Host`, `Authorization` and `Content-Type` lines, the same for every
+    /// request of the run.
+    headers: Arc<str>,
 }
 
 /// The single usage-debit endpoint: 201 when it posted, 200 when it replayed.
@@ -40,14 +46,20 @@ pub struct Request {
     pub rows: u64,
 }
 
-/// A client task's own keep-alive connection.
+/// A client task's own keep-alive connection and the buffers it reuses.
 pub struct Connection {
-    sender: SendRequest<Full<Bytes>>,
+    stream: TcpStream,
+    /// Bytes read and not yet consumed by an answer.
+    read: Vec<u8>,
+    write: Vec<u8>,
 }
 
 /// No request of the benchmark may take longer than this; one that does is
 /// counted as an error, like a client timeout.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Largest answer head (status line and headers) accepted.
+const MAX_HEAD: usize = 64 * 1024;
 
 impl Target {
     pub fn new(base: String, key: String) -> anyhow::Result<Self> {
@@ -56,11 +68,16 @@ impl Target {
             .build()?;
         let authority = base
             .strip_prefix("http://")
-            .context("the server's address is not http://")?;
+            .context("the server's address is not http://")?
+            .to_owned();
+        let headers = format!(
+            "Host: {authority}\r\nAuthorization: Bearer {key}\r\n\
+             Content-Type: application/json\r\n"
+        );
         Ok(Self {
             client,
-            authority: HeaderValue::from_str(authority)?,
-            bearer: HeaderValue::from_str(&format!("Bearer {key}"))?,
+            authority,
+            headers: headers.into(),
             base,
         })
     }
@@ -77,32 +94,119 @@ impl Target {
     }
 
     pub async fn connect(&self) -> anyhow::Result<Connection> {
-        let stream = tokio::net::TcpStream::connect(self.authority.to_str()?).await?;
+        let stream = TcpStream::connect(self.authority.as_str()).await?;
         stream.set_nodelay(true)?;
-        let (sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(connection);
-        Ok(Connection { sender })
+        Ok(Connection {
+            stream,
+            read: Vec::with_capacity(8 * 1024),
+            write: Vec::with_capacity(4 * 1024),
+        })
     }
 
     /// Sends `req` on `conn`, reading the whole answer; returns its status.
+    /// An error leaves the connection unusable: the caller drops it.
     pub async fn send(&self, conn: &mut Connection, req: &Request) -> anyhow::Result<u16> {
-        let mut request = hyper::Request::post(req.path).body(Full::new(req.body.clone()))?;
-        let headers = request.headers_mut();
-        headers.insert(HOST, self.authority.clone());
-        headers.insert(AUTHORIZATION, self.bearer.clone());
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        conn.write.clear();
+        conn.write.extend_from_slice(b"POST ");
+        conn.write.extend_from_slice(req.path.as_bytes());
+        conn.write.extend_from_slice(b" HTTP/1.1\r\n");
+        conn.write.extend_from_slice(self.headers.as_bytes());
+        // Writing to a Vec cannot fail.
+        let _ = write!(conn.write, "Content-Length: {}\r\n\r\n", req.body.len());
+        conn.write.extend_from_slice(&req.body);
         let exchange = async {
-            conn.sender.ready().await?;
-            let response = conn.sender.send_request(request).await?;
-            let status = response.status().as_u16();
-            response.into_body().collect().await?;
-            anyhow::Ok(status)
+            conn.stream.write_all(&conn.write).await?;
+            read_answer(&mut conn.stream, &mut conn.read).await
         };
         tokio::time::timeout(REQUEST_TIMEOUT, exchange)
             .await
             .context("request timed out")?
     }
+}
+
+/// Reads one HTTP/1.1 answer from `stream` (bytes already in `buf` first),
+/// its body whole (`Content-Length` or chunked); returns its status and
+/// leaves in `buf` whatever followed it.
+async fn read_answer(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<u16> {
+    let (status, head_len, body) = loop {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut answer = httparse::Response::new(&mut headers);
+        match answer.parse(buf).context("malformed HTTP answer")? {
+            httparse::Status::Complete(head_len) => {
+                let status = answer.code.context("HTTP answer without a status")?;
+                let body = if matches!(status, 100..=199 | 204 | 304) {
+                    Body::Length(0)
+                } else {
+                    body_length(answer.headers)?
+                };
+                break (status, head_len, body);
+            }
+            httparse::Status::Partial => {
+                if buf.len() > MAX_HEAD {
+                    bail!("HTTP answer head over {MAX_HEAD} bytes");
+                }
+                fill(stream, buf).await?;
+            }
+        }
+    };
+    buf.drain(..head_len);
+    match body {
+        Body::Length(n) => {
+            while buf.len() < n {
+                fill(stream, buf).await?;
+            }
+            buf.drain(..n);
+        }
+        Body::Chunked => loop {
+            // A chunk: its size in hex (extensions after `;`), CRLF, data, CRLF.
+            let line_end = loop {
+                if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+                    break i;
+                }
+                fill(stream, buf).await?;
+            };
+            let line = std::str::from_utf8(&buf[..line_end]).context("chunk size")?;
+            let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
+                .context("chunk size")?;
+            let whole = line_end + 2 + size + 2;
+            while buf.len() < whole {
+                fill(stream, buf).await?;
+            }
+            buf.drain(..whole);
+            if size == 0 {
+                // No trailers are sent by tally: the last chunk ends the body.
+                break;
+            }
+        },
+    }
+    Ok(status)
+}
+
+enum Body {
+    Length(usize),
+    Chunked,
+}
+
+fn body_length(headers: &[httparse::Header<'_>]) -> anyhow::Result<Body> {
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = std::str::from_utf8(h.value)?.trim().parse()?;
+            return Ok(Body::Length(n));
+        }
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            return Ok(Body::Chunked);
+        }
+    }
+    bail!("HTTP answer with neither Content-Length nor Transfer-Encoding")
+}
+
+/// Reads more of the answer into `buf`.
+async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<()> {
+    buf.reserve(8 * 1024);
+    if stream.read_buf(buf).await? == 0 {
+        bail!("the server closed the connection mid-answer");
+    }
+    Ok(())
 }
 
 /// Runs `clients` tasks for `duration`, each on its own connection sending
