@@ -16,6 +16,7 @@ pub struct CpuSample {
     /// Ticks of every CPU, and of those idle (idle + iowait).
     machine_total: u64,
     machine_idle: u64,
+    machine_steal: u64,
     server: u64,
     database: u64,
     load_generator: u64,
@@ -37,8 +38,11 @@ pub struct CpuPerRow {
     pub database_us: f64,
     pub load_generator_us: f64,
     pub other_us: f64,
-    /// Busy share of all cores over the scenario, 0–1.
+    /// Busy share of all cores over the scenario, 0–1, stolen time included.
     pub busy: f64,
+    /// Share of all cores the hypervisor gave to other machines while
+    /// this one wanted them, 0–1 (`steal` of `/proc/stat`).
+    pub stolen: f64,
     pub cores: usize,
 }
 
@@ -89,8 +93,9 @@ fn postgres_ticks() -> u64 {
         .sum()
 }
 
-/// (all ticks, idle ticks) of the machine, from the first line of `/proc/stat`.
-fn machine_ticks(stat: &str) -> Option<(u64, u64)> {
+/// (all ticks, idle ticks, stolen ticks) of the machine, from the first
+/// line of `/proc/stat`.
+fn machine_ticks(stat: &str) -> Option<(u64, u64, u64)> {
     let line = stat.lines().next()?.strip_prefix("cpu ")?;
     let ticks: Vec<u64> = line
         .split_whitespace()
@@ -101,18 +106,22 @@ fn machine_ticks(stat: &str) -> Option<(u64, u64)> {
     // guest time is already counted in user, so only the first eight add up.
     let total = ticks.iter().take(8).sum();
     let idle = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0);
-    Some((total, idle))
+    // Time the hypervisor ran something else while this machine wanted
+    // its CPU: counted as busy, since nothing here could use it.
+    let steal = ticks.get(7).copied().unwrap_or(0);
+    Some((total, idle, steal))
 }
 
 impl CpuSample {
     /// Now; `None` where `/proc` cannot be read.
     pub fn take(watched: Watched) -> Option<Self> {
-        let (machine_total, machine_idle) =
+        let (machine_total, machine_idle, machine_steal) =
             machine_ticks(&std::fs::read_to_string("/proc/stat").ok()?)?;
         Some(Self {
             at: Instant::now(),
             machine_total,
             machine_idle,
+            machine_steal,
             server: watched
                 .server
                 .and_then(|pid| ticks_of(&pid.to_string()))
@@ -132,6 +141,7 @@ impl CpuSample {
         let total = later.machine_total.saturating_sub(self.machine_total);
         let idle = later.machine_idle.saturating_sub(self.machine_idle);
         let busy_ticks = total.saturating_sub(idle);
+        let steal = later.machine_steal.saturating_sub(self.machine_steal);
         let server = later.server.saturating_sub(self.server);
         let database = later.database.saturating_sub(self.database);
         let load_generator = later.load_generator.saturating_sub(self.load_generator);
@@ -140,11 +150,16 @@ impl CpuSample {
             server_us: us(server),
             database_us: us(database),
             load_generator_us: us(load_generator),
-            other_us: us(busy_ticks.saturating_sub(server + database + load_generator)),
+            other_us: us(busy_ticks.saturating_sub(server + database + load_generator + steal)),
             busy: if total == 0 {
                 0.0
             } else {
                 busy_ticks as f64 / total as f64
+            },
+            stolen: if total == 0 {
+                0.0
+            } else {
+                steal as f64 / total as f64
             },
             // Every core ticks ticks_per_second times a second.
             cores: ((total as f64 / ticks_per_second / seconds).round() as usize).max(1),
@@ -161,12 +176,17 @@ impl CpuPerRow {
         };
         format!(
             "cpu µs/row: {server} {:.0}{database}, load generator {:.0}, other {:.0}; \
-             machine {:.0}% busy of {} cores",
+             machine {:.0}% busy of {} cores{}",
             self.server_us,
             self.load_generator_us,
             self.other_us,
             self.busy * 100.0,
-            self.cores
+            self.cores,
+            if self.stolen >= 0.005 {
+                format!(" ({:.0}% stolen by the host)", self.stolen * 100.0)
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -189,7 +209,7 @@ mod tests {
         let stat = "cpu  100 5 50 800 20 1 2 3 40 0\ncpu0 50 2 25 400 10 0 1 1 20 0\n";
         assert_eq!(
             machine_ticks(stat),
-            Some((100 + 5 + 50 + 800 + 20 + 1 + 2 + 3, 820))
+            Some((100 + 5 + 50 + 800 + 20 + 1 + 2 + 3, 820, 3))
         );
         assert_eq!(machine_ticks("intr 1 2 3"), None);
     }
@@ -201,6 +221,7 @@ mod tests {
             at,
             machine_total: 0,
             machine_idle: 0,
+            machine_steal: 0,
             server: 0,
             database: 0,
             load_generator: 0,
@@ -208,7 +229,8 @@ mod tests {
         let after = CpuSample {
             at: at + std::time::Duration::from_secs(1),
             machine_total: 200,
-            machine_idle: 50,
+            machine_idle: 40,
+            machine_steal: 10,
             server: 60,
             database: 70,
             load_generator: 15,
@@ -218,8 +240,12 @@ mod tests {
         assert!((r.server_us - 600.0).abs() < 1e-9);
         assert!((r.database_us - 700.0).abs() < 1e-9);
         assert!((r.load_generator_us - 150.0).abs() < 1e-9);
-        assert!((r.other_us - 50.0).abs() < 1e-9);
-        assert!((r.busy - 0.75).abs() < 1e-9);
+        assert!(
+            (r.other_us - 50.0).abs() < 1e-9,
+            "stolen time is no process's"
+        );
+        assert!((r.busy - 0.8).abs() < 1e-9);
+        assert!((r.stolen - 0.05).abs() < 1e-9);
         assert_eq!(r.cores, 2, "two cores' worth of ticks in a second");
     }
 }
