@@ -175,7 +175,7 @@ impl GroupOutcome {
 /// immutable and keys never expire, so this answer is final the moment the
 /// entry is committed, whoever reads it.
 pub fn decide_existing(existing: &Arc<StoredEntry>, intent: &Intent) -> Decision {
-    if existing.fingerprint == intent.fingerprint.to_string() {
+    if intent.fingerprint.is_text_of(&existing.fingerprint) {
         Decision::Replayed(existing.clone())
     } else {
         Decision::Conflict {
@@ -812,14 +812,14 @@ fn append(
         amount: plan.amount,
         unit: plan.unit,
         params: intent.params.clone(),
-        fingerprint: intent.fingerprint.to_string(),
+        fingerprint: intent.fingerprint.text(),
         recorded_at: now,
         balance_after,
-        prev_hash: hex::encode(state.head.hash),
+        prev_hash: crate::hex_text::lower_hex(&state.head.hash),
         hash: String::new(),
     };
     let hash = entry_hash(&state.head.hash, &entry);
-    entry.hash = hex::encode(hash);
+    entry.hash = crate::hex_text::lower_hex(&hash);
     state.head = Head {
         seq: entry.seq,
         hash,

@@ -197,8 +197,49 @@ pub const DETAIL_FIELDS: [&str; 9] = [
     "overdraft",
 ];
 
+/// The parameters a debit's or payment's view shows; the others are
+/// skipped unread.
+#[derive(Default, serde::Deserialize)]
+struct ShownParams {
+    meter: Option<Value>,
+    quantity: Option<Value>,
+    processor: Option<Value>,
+    occurred_at: Option<Value>,
+    metadata: Option<Value>,
+}
+
 impl StoredEntry {
     pub fn view(&self) -> EntryView {
+        if matches!(self.kind, EntryKind::UsageDebit | EntryKind::Payment) {
+            // Every answer of a debit or payment is built here, replays
+            // included: reading only the shown fields skips the others
+            // without building a map of them (docs/performance.md,
+            // session 17).
+            let shown: ShownParams = serde_json::from_str(&self.params).unwrap_or_default();
+            let text = |v: Option<Value>| match v {
+                Some(Value::String(s)) => Some(s),
+                _ => None,
+            };
+            let metadata = match shown.metadata {
+                Some(Value::Object(m)) => Some(m),
+                _ => None,
+            };
+            return self.view_with(
+                [
+                    text(shown.meter),
+                    text(shown.quantity),
+                    text(shown.processor),
+                    text(shown.occurred_at),
+                ],
+                metadata,
+                Map::new(),
+            );
+        }
+        self.view_from_map()
+    }
+
+    /// The view from every parameter, read into a map.
+    fn view_from_map(&self) -> EntryView {
         let params: Map<String, Value> = serde_json::from_str(&self.params).unwrap_or_default();
         let text = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_owned);
         let mut details = Map::new();
@@ -214,6 +255,26 @@ impl StoredEntry {
                 details.insert("expires_at".into(), Value::String(format_recorded_at(&at)));
             }
         }
+        self.view_with(
+            [
+                text("meter"),
+                text("quantity"),
+                text("processor"),
+                text("occurred_at"),
+            ],
+            params.get("metadata").and_then(Value::as_object).cloned(),
+            details,
+        )
+    }
+
+    /// The view, given what it shows of the parameters: meter, quantity,
+    /// processor and occurred_at (each if a string), metadata, details.
+    fn view_with(
+        &self,
+        [meter, quantity, processor, occurred_at]: [Option<String>; 4],
+        metadata: Option<Map<String, Value>>,
+        details: Map<String, Value>,
+    ) -> EntryView {
         EntryView {
             id: self.id.clone(),
             seq: self.seq,
@@ -229,12 +290,12 @@ impl StoredEntry {
             credit_account: self.credit_account.clone(),
             amount: canonical(self.amount),
             unit: self.unit.clone(),
-            meter: text("meter"),
-            quantity: text("quantity"),
-            processor: text("processor"),
-            occurred_at: text("occurred_at"),
+            meter,
+            quantity,
+            processor,
+            occurred_at,
             recorded_at: format_recorded_at(&self.recorded_at),
-            metadata: params.get("metadata").and_then(Value::as_object).cloned(),
+            metadata,
             fingerprint: self.fingerprint.clone(),
             prev_hash: self.prev_hash.clone(),
             hash: self.hash.clone(),
@@ -242,5 +303,64 @@ impl StoredEntry {
             details,
             reversed_by: None,
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn entry(kind: EntryKind, params: &str) -> StoredEntry {
+        StoredEntry {
+            tenant_id: "t".into(),
+            seq: 7,
+            id: "ent_1".into(),
+            kind,
+            upstream_id: "u1".into(),
+            status: EntryStatus::Posted,
+            rejection_code: None,
+            rejection_message: None,
+            account: "cust_1".into(),
+            debit_account: "cust_1".into(),
+            credit_account: "@revenue".into(),
+            amount: Decimal::new(150, 2),
+            unit: "USD".into(),
+            params: params.into(),
+            fingerprint: "sha256:00".into(),
+            recorded_at: DateTime::parse_from_rfc3339("2026-12-01T10:00:00.123456Z")
+                .unwrap()
+                .with_timezone(&Utc),
+            balance_after: Decimal::new(-150, 2),
+            prev_hash: "0".repeat(64),
+            hash: "1".repeat(64),
+        }
+    }
+
+    /// A debit's or payment's view reads only the fields it shows; it must
+    /// be the view every parameter read into a map gives.
+    #[test]
+    fn a_debits_view_is_the_view_from_all_its_parameters() {
+        let params = [
+            r#"{"account":"cust_1","amount":"1.50","meter":"tokens","metadata":{"a":"1","z":"\u00e9\"x"},"occurred_at":"2026-12-01T09:00:00Z","quantity":"3","unit":"USD","usage_record_id":"u1"}"#,
+            r#"{"account":"cust_1","amount":"1.50","processor":"stripe","unit":"USD","payment_id":"p1","extra":[1,{"b":null}]}"#,
+            r#"{"meter":null,"quantity":3,"metadata":"not an object","occurred_at":{"x":1}}"#,
+            r#"{}"#,
+            "not json",
+        ];
+        for kind in [EntryKind::UsageDebit, EntryKind::Payment] {
+            for p in params {
+                let e = entry(kind, p);
+                assert_eq!(
+                    serde_json::to_value(e.view()).unwrap(),
+                    serde_json::to_value(e.view_from_map()).unwrap(),
+                    "{kind:?} {p}"
+                );
+            }
+        }
+        let shown = serde_json::to_value(entry(EntryKind::UsageDebit, params[0]).view()).unwrap();
+        assert_eq!(shown["meter"], "tokens");
+        assert_eq!(shown["quantity"], "3");
+        assert_eq!(shown["metadata"]["z"], "\u{e9}\"x");
     }
 }

@@ -23,11 +23,25 @@ impl Fingerprint {
         hex::decode_to_slice(hex_part, &mut out).ok()?;
         Some(Fingerprint(out))
     }
+
+    /// The `sha256:<64 hex>` form (what `to_string` gives, sooner).
+    pub fn text(&self) -> String {
+        let mut out = String::with_capacity(7 + 64);
+        out.push_str("sha256:");
+        crate::hex_text::push_lower_hex(&mut out, &self.0);
+        out
+    }
+
+    /// Whether `text` is exactly this fingerprint's `sha256:<64 hex>` form.
+    pub fn is_text_of(&self, text: &str) -> bool {
+        text.strip_prefix("sha256:")
+            .is_some_and(|hex| crate::hex_text::is_lower_hex_of(hex, &self.0))
+    }
 }
 
 impl fmt::Display for Fingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha256:{}", hex::encode(self.0))
+        f.write_str(&self.text())
     }
 }
 
@@ -42,8 +56,9 @@ impl fmt::Debug for Fingerprint {
 /// does (only `"`, `\` and control characters; other text as UTF-8).
 pub fn canonical_params(params: &Map<String, Value>) -> String {
     // serde_json's Map is a BTreeMap (no `preserve_order` feature), so
-    // serialisation is already key-ordered at every depth.
-    Value::Object(params.clone()).to_string()
+    // serialisation is already key-ordered at every depth. Serialised as
+    // it is: no copy of the map, no formatter in between.
+    serde_json::to_string(params).unwrap_or_else(|_| Value::Object(params.clone()).to_string())
 }
 
 /// Names of the top-level parameters whose values differ, in byte order.

@@ -74,7 +74,7 @@ impl ApiKey {
 
 /// The stored form of a key: hex sha256 of the secret.
 pub fn hash_secret(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
+    crate::hex_text::lower_hex(&Sha256::digest(secret.as_bytes()))
 }
 
 /// A key as `api_keys` holds it, for `tally keys list` and `revoke`: the

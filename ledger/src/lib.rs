@@ -20,6 +20,7 @@ pub mod expiry;
 pub mod fields;
 pub mod fingerprint;
 pub mod fold;
+pub mod hex_text;
 pub mod intent;
 pub mod keys;
 mod look_ups;

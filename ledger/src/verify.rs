@@ -107,20 +107,20 @@ fn check_chain(entries: &[StoredEntry], mut seq: i64, mut hash: [u8; 32]) -> Opt
         if e.seq != seq + 1 {
             return Some((seq + 1, format!("missing; next stored seq is {}", e.seq)));
         }
-        if e.prev_hash != hex::encode(hash) {
+        if !crate::hex_text::is_lower_hex_of(&e.prev_hash, &hash) {
             return Some((
                 e.seq,
                 "prev_hash does not match the previous entry's hash".into(),
             ));
         }
-        if Fingerprint::of_canonical(&e.params).to_string() != e.fingerprint {
+        if !Fingerprint::of_canonical(&e.params).is_text_of(&e.fingerprint) {
             return Some((
                 e.seq,
                 "fingerprint does not match the stored parameters".into(),
             ));
         }
         let computed = entry_hash(&hash, e);
-        if hex::encode(computed) != e.hash {
+        if !crate::hex_text::is_lower_hex_of(&e.hash, &computed) {
             return Some((e.seq, "hash does not match the entry's contents".into()));
         }
         (seq, hash) = (e.seq, computed);

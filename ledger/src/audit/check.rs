@@ -457,7 +457,7 @@ impl ExportChecker {
                 },
             );
         }
-        if Fingerprint::of_canonical(&e.params).to_string() != e.fingerprint {
+        if !Fingerprint::of_canonical(&e.params).is_text_of(&e.fingerprint) {
             return problem(
                 at,
                 seq,
@@ -465,7 +465,7 @@ impl ExportChecker {
             );
         }
         let hash = entry_hash(&prev, &e);
-        if hex::encode(hash) != e.hash {
+        if !crate::hex_text::is_lower_hex_of(&e.hash, &hash) {
             return problem(at, seq, hash_mismatch(&e));
         }
         if let Some(fold) = &mut self.fold {
