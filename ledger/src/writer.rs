@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
 
 use crate::decide::{decide_existing, Decision};
 use crate::entry::StoredEntry;
@@ -433,9 +434,38 @@ async fn look_up(
         key_taken,
     } = stage;
     let mut look_ups = KeyLookUps::new(config.skip_look_ups_after, key_taken);
+    let mut in_flight: JoinSet<Option<(usize, usize)>> = JoinSet::new();
+    let limit = storage.look_ups_in_flight();
     // Returning drops `writer`: the writer task ends once it has answered
     // what it holds, and the tenant's remembered balances with it.
-    while let Some(first) = next_job(&mut rx, &tenant, &pending, &stats, config, &queues).await {
+    loop {
+        // While queries are in flight the next batch gathers and goes out
+        // beside them, instead of waiting for the one before to answer
+        // (see [`Storage::look_ups_in_flight`]).
+        let first = if in_flight.len() >= limit {
+            if let Some(done) = in_flight.join_next().await {
+                note_look_up(&mut look_ups, done);
+            }
+            continue;
+        } else if in_flight.is_empty() {
+            match next_job(&mut rx, &tenant, &pending, &stats, config, &queues).await {
+                Some(job) => job,
+                None => break,
+            }
+        } else {
+            tokio::select! {
+                done = in_flight.join_next() => {
+                    if let Some(done) = done {
+                        note_look_up(&mut look_ups, done);
+                    }
+                    continue;
+                }
+                job = rx.recv() => match job {
+                    Some(job) => job,
+                    None => break,
+                },
+            }
+        };
         let mut size = first.intents.len();
         let mut jobs = vec![first];
         take_waiting(&mut rx, &mut jobs, &mut size, config.max_group);
@@ -472,89 +502,122 @@ async fn look_up(
                 break;
             }
         }
-        // Every key is looked up here, never in the group: a look-up moved
-        // out of the group costs no extra round trip (the group skips keys
-        // found free), runs beside the group being committed, and spares a
-        // request of replays a transaction (BEGIN, head lock, COMMIT: four
-        // round trips instead of one).
-        let mut keys: Vec<(EntryKind, &str)> = jobs
-            .iter()
-            .flat_map(|j| &j.intents)
-            .filter(|i| i.kind != EntryKind::AccountSettings)
-            .map(|i| (i.kind, i.upstream_id.as_str()))
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let started = Instant::now();
-        let found = if keys.is_empty() {
-            Ok(Vec::new())
-        } else {
-            stats.look_up_queries.fetch_add(1, Ordering::Relaxed);
-            stats
-                .keys_looked_up
-                .fetch_add(keys.len() as u64, Ordering::Relaxed);
-            storage.entries_with_keys(&tenant, &keys).await
-        };
-        tracing::debug!(
-            tenant = %tenant,
-            keys = keys.len(),
-            found = found.as_ref().map_or(0, Vec::len),
-            ms = started.elapsed().as_secs_f64() * 1e3,
-            "keys looked up before the writer"
-        );
-        let found: Vec<StoredEntry> = match found {
-            Ok(found) => {
-                look_ups.looked_up(keys.len(), found.len());
-                found
-            }
-            Err(e) => {
-                // Nothing is lost: the writer looks every key up itself.
-                tracing::debug!(tenant = %tenant, error = %e, "look-up before the writer failed");
-                for job in jobs {
-                    forward(&writer, job, &pending);
-                }
-                continue;
-            }
-        };
-        // Shared: every replay of a key answers with the same entry.
-        let found: Vec<Arc<StoredEntry>> = crate::store::found_entries(found)
-            .into_iter()
-            .map(Arc::new)
-            .collect();
-        let by_key: HashMap<(EntryKind, &str), &Arc<StoredEntry>> = found
-            .iter()
-            .map(|e| ((e.kind, e.upstream_id.as_str()), e))
-            .collect();
-        for mut job in jobs {
-            let decided: Vec<Option<Decision>> = job
-                .intents
-                .iter()
-                .map(|i| match i.kind {
-                    EntryKind::AccountSettings => None,
-                    kind => by_key
-                        .get(&(kind, i.upstream_id.as_str()))
-                        .map(|e| decide_existing(e, i)),
-                })
-                .collect();
-            if decided.iter().all(Option::is_some) {
-                let n = job.intents.len();
-                stats
-                    .answered_before_group
-                    .fetch_add(n as u64, Ordering::Relaxed);
-                pending.fetch_sub(n, Ordering::AcqRel);
-                // The caller may have gone away; nothing depends on it.
-                let _ = job.reply.send(Ok(decided.into_iter().flatten().collect()));
-            } else {
-                job.absent = job
-                    .intents
-                    .iter()
-                    .zip(&decided)
-                    .map(|(i, d)| d.is_none() && i.kind != EntryKind::AccountSettings)
-                    .collect();
+        in_flight.spawn(look_up_and_answer(
+            storage.clone(),
+            tenant.clone(),
+            jobs,
+            writer.clone(),
+            pending.clone(),
+            stats.clone(),
+        ));
+    }
+    while let Some(done) = in_flight.join_next().await {
+        note_look_up(&mut look_ups, done);
+    }
+}
+
+fn note_look_up(
+    look_ups: &mut KeyLookUps,
+    done: Result<Option<(usize, usize)>, tokio::task::JoinError>,
+) {
+    if let Ok(Some((keys, found))) = done {
+        look_ups.looked_up(keys, found);
+    }
+}
+
+/// Looks up the keys of `jobs` in one query and answers each job whose
+/// every intent holds a committed entry; forwards the rest to the writer.
+/// The keys looked up and the entries found, or `None` if the query
+/// failed (every job then went to the writer, which looks keys up itself).
+async fn look_up_and_answer(
+    storage: Storage,
+    tenant: String,
+    jobs: Vec<Job>,
+    writer: mpsc::UnboundedSender<Job>,
+    pending: Arc<AtomicUsize>,
+    stats: Arc<WriterStats>,
+) -> Option<(usize, usize)> {
+    // Every key is looked up here, never in the group: a look-up moved
+    // out of the group costs no extra round trip (the group skips keys
+    // found free), runs beside the group being committed, and spares a
+    // request of replays a transaction (BEGIN, head lock, COMMIT: four
+    // round trips instead of one).
+    let mut keys: Vec<(EntryKind, &str)> = jobs
+        .iter()
+        .flat_map(|j| &j.intents)
+        .filter(|i| i.kind != EntryKind::AccountSettings)
+        .map(|i| (i.kind, i.upstream_id.as_str()))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let started = Instant::now();
+    let found = if keys.is_empty() {
+        Ok(Vec::new())
+    } else {
+        stats.look_up_queries.fetch_add(1, Ordering::Relaxed);
+        stats
+            .keys_looked_up
+            .fetch_add(keys.len() as u64, Ordering::Relaxed);
+        storage.entries_with_keys(&tenant, &keys).await
+    };
+    tracing::debug!(
+        tenant = %tenant,
+        keys = keys.len(),
+        found = found.as_ref().map_or(0, Vec::len),
+        ms = started.elapsed().as_secs_f64() * 1e3,
+        "keys looked up before the writer"
+    );
+    let found: Vec<StoredEntry> = match found {
+        Ok(found) => found,
+        Err(e) => {
+            // Nothing is lost: the writer looks every key up itself.
+            tracing::debug!(tenant = %tenant, error = %e, "look-up before the writer failed");
+            for job in jobs {
                 forward(&writer, job, &pending);
             }
+            return None;
+        }
+    };
+    let counts = (keys.len(), found.len());
+    // Shared: every replay of a key answers with the same entry.
+    let found: Vec<Arc<StoredEntry>> = crate::store::found_entries(found)
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let by_key: HashMap<(EntryKind, &str), &Arc<StoredEntry>> = found
+        .iter()
+        .map(|e| ((e.kind, e.upstream_id.as_str()), e))
+        .collect();
+    for mut job in jobs {
+        let decided: Vec<Option<Decision>> = job
+            .intents
+            .iter()
+            .map(|i| match i.kind {
+                EntryKind::AccountSettings => None,
+                kind => by_key
+                    .get(&(kind, i.upstream_id.as_str()))
+                    .map(|e| decide_existing(e, i)),
+            })
+            .collect();
+        if decided.iter().all(Option::is_some) {
+            let n = job.intents.len();
+            stats
+                .answered_before_group
+                .fetch_add(n as u64, Ordering::Relaxed);
+            pending.fetch_sub(n, Ordering::AcqRel);
+            // The caller may have gone away; nothing depends on it.
+            let _ = job.reply.send(Ok(decided.into_iter().flatten().collect()));
+        } else {
+            job.absent = job
+                .intents
+                .iter()
+                .zip(&decided)
+                .map(|(i, d)| d.is_none() && i.kind != EntryKind::AccountSettings)
+                .collect();
+            forward(&writer, job, &pending);
         }
     }
+    Some(counts)
 }
 
 /// The next job of a tenant's look-up task; `None` once its channel closed

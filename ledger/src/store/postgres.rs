@@ -1012,6 +1012,20 @@ mod tests {
         db.remove().await;
     }
 
+    #[tokio::test]
+    async fn look_ups_in_flight_take_at_most_a_quarter_of_the_pool() {
+        for (pool, in_flight) in [(2, 1), (8, 2), (16, 4), (64, 4)] {
+            let Some(db) = TestDb::postgres(pool).await else {
+                return;
+            };
+            assert_eq!(db.storage.look_ups_in_flight(), in_flight, "pool {pool}");
+            db.remove().await;
+        }
+        let db = TestDb::sqlite(16).await;
+        assert_eq!(db.storage.look_ups_in_flight(), 1);
+        db.remove().await;
+    }
+
     /// Migration 0007: whatever locale the database was created with, no
     /// index of tally's compares text through strcoll(); a later migration
     /// that adds an index on a column of the default collation fails here.
