@@ -45,11 +45,29 @@ const INSERTED_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, r
 /// SQLite allows 32,766 bound parameters per statement; stay well below.
 const ROWS_PER_INSERT: usize = 500;
 
-/// The WAL is emptied once it holds more than this (see [`checkpoint_once`]).
-/// High, because emptying it holds writers back: at 64 MiB it ran every few
-/// seconds under single POSTs at 64 clients and their p99 went from 19 to
-/// 27 ms; at 1 GiB it runs during floods only, and bounds the file.
-const WAL_TRUNCATE_ABOVE_BYTES: i64 = 1024 * 1024 * 1024;
+/// The WAL is made to start over once it holds more than this (see
+/// [`checkpoint_once`]); it bounds the file. High, because each start-over
+/// holds this process's writes back while the last frames are copied: with a
+/// TRUNCATE checkpoint at 64 MiB that ran every few seconds under single
+/// POSTs at 64 clients and their p99 went from 19 to 27 ms.
+const WAL_RESTART_ABOVE_BYTES: i64 = 1024 * 1024 * 1024;
+
+/// Frames left uncopied below which the checkpointer stops copying beside
+/// the writes and copies the rest holding the write turn (4 MiB of 4 KiB
+/// pages: a few milliseconds of copying).
+const WAL_BACKLOG_UNDER_TURN: i64 = 1_000;
+
+/// Longest the restarting checkpoint waits for readers of the old frames
+/// (SQLite's busy handler, which sleeps 1, 2, 5 … ms). At 100 ms it held
+/// the writes back 20–120 ms behind a usage projector's read or a stream of
+/// look-ups; a restart that gives up is tried again the next second.
+const WAL_RESTART_WAIT: Duration = Duration::from_millis(10);
+
+/// Most PASSIVE passes over a WAL past its bound before the turn is taken
+/// whatever the backlog: each pass copies what the writes appended during
+/// the one before, so a handful brings it down unless the writes outrun
+/// the copying, in which case waiting longer would not help.
+const WAL_PASSES_BEFORE_TURN: usize = 8;
 
 /// Page cache of the write connection, in KiB (SQLite's negative
 /// `cache_size`): the pages a flood of groups keeps touching (the tips of
@@ -57,7 +75,7 @@ const WAL_TRUNCATE_ABOVE_BYTES: i64 = 1024 * 1024 * 1024;
 /// randomly-hit key index. Larger is not better: at each commit SQLite
 /// walks the cache's hash table (`pcache1TruncateUnsafe`, 5 % of the
 /// server's CPU at 64 MiB), which small groups pay in full. Measured
-/// (docs/performance.md, "Session 10"), 100,000 entries, two runs each,
+/// (docs/performance-history.md, "Session 10"), 100,000 entries, two runs each,
 /// single POSTs @64 / batches of 1,000 in rows/s: 2 MB (SQLite's default)
 /// 5,669 5,498 / 11,267 12,200; 16 MiB 5,103 5,019 / 14,119 14,996;
 /// 64 MiB 4,535 4,279 / 14,465 11,869; on 1,000,000 entries 16 MiB beat
@@ -198,7 +216,7 @@ pub struct SqliteStore {
     /// whenever another connection has written: with groups spread over the
     /// whole pool, every group started on a cold cache and read its index
     /// pages again from the WAL (pread) or the map, allocating and freeing
-    /// every page buffer (docs/performance.md, "Session 10").
+    /// every page buffer (docs/performance-history.md, "Session 10").
     write_pool: SqlitePool,
     /// Taken before `BEGIN IMMEDIATE` by every write transaction of this
     /// process (groups, the usage projector). SQLite has one write lock,
@@ -249,15 +267,17 @@ impl SqliteStore {
                     .pragma("cache_size", WRITER_CACHE_KIB.to_string()),
             )
             .await?;
+        let write_gate = Arc::<tokio::sync::Mutex<()>>::default();
         tokio::spawn(checkpoint_wal(
             pool.clone(),
             options,
-            WAL_TRUNCATE_ABOVE_BYTES,
+            write_gate.clone(),
+            WAL_RESTART_ABOVE_BYTES,
         ));
         Ok(Self {
             pool,
             write_pool,
-            write_gate: Arc::default(),
+            write_gate,
         })
     }
 
@@ -600,7 +620,7 @@ impl SqliteStore {
         // hands SQLite rows over one by one from a worker thread (~6 µs a
         // row), so SQLite packs the accounts and amount of each window of
         // entries into one JSON array; Rust parses every amount exactly and
-        // posts it to both sides. Measured in docs/performance.md: no sort,
+        // posts it to both sides. Measured in docs/performance-history.md: no sort,
         // one scan for both sides, against one GROUP BY per side.
         let mut log = LogFold::new();
         let mut tasks = Vec::new();
@@ -756,11 +776,17 @@ fn range_branch<'a>(
 
 /// Copies the WAL back into the database file once a second, off the
 /// commit path. PASSIVE never blocks writers or readers.
-async fn checkpoint_wal(pool: SqlitePool, options: SqliteConnectOptions, truncate_above: i64) {
+async fn checkpoint_wal(
+    pool: SqlitePool,
+    options: SqliteConnectOptions,
+    write_gate: Arc<tokio::sync::Mutex<()>>,
+    restart_above: i64,
+) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    // Its own connection, which waits at most 100 ms for the write lock:
-    // a truncating checkpoint holds new writers back while it waits.
-    let options = options.busy_timeout(Duration::from_millis(100));
+    // Its own connection, which waits at most `WAL_RESTART_WAIT` for the
+    // write lock and for readers: the restarting checkpoint holds this
+    // process's writes back while it waits.
+    let options = options.busy_timeout(WAL_RESTART_WAIT);
     let mut conn: Option<SqliteConnection> = None;
     loop {
         tick.tick().await;
@@ -777,7 +803,7 @@ async fn checkpoint_wal(pool: SqlitePool, options: SqliteConnectOptions, truncat
             }
         }
         let Some(c) = conn.as_mut() else { continue };
-        if let Err(e) = checkpoint_once(c, truncate_above).await {
+        if let Err(e) = checkpoint_once(c, &write_gate, restart_above).await {
             tracing::warn!(error = %e, "WAL checkpoint failed; will retry");
             conn = None;
         }
@@ -788,29 +814,73 @@ async fn checkpoint_wal(pool: SqlitePool, options: SqliteConnectOptions, truncat
 /// without waiting for anyone). SQLite starts the WAL over only when a
 /// writer begins after every frame was copied, which under a steady stream
 /// of groups never happens: the file grew to 6 GB while 1,000,000 entries
-/// were loaded (docs/performance.md). So once the WAL holds more than
-/// `truncate_above` bytes, a TRUNCATE checkpoint follows: it waits up to
-/// 100 ms for the write lock, copies the few frames PASSIVE left and
-/// empties the file. If it finds the database busy, the next round tries
-/// again.
+/// were loaded (docs/performance-history.md). So once the WAL holds more
+/// than `restart_above` bytes, the round makes that moment happen. It copies
+/// beside the writes, pass after pass, until few frames are left (each
+/// pass copies what was appended during the one before), then takes this
+/// process's write turn, so no group appends, and runs a RESTART
+/// checkpoint: it copies the last frames and waits (at most
+/// [`WAL_RESTART_WAIT`]) for readers of the old frames to finish. The next
+/// group then writes from the start of the file, which keeps its size.
+///
+/// Until session 18 the round ran a TRUNCATE checkpoint right after one
+/// PASSIVE pass: it held every writer back while it copied the frames
+/// appended during that pass and emptied the file, 0.53–0.64 s every ~9 s
+/// under a flood of batches. Now the writes wait 7–135 ms (the last copy
+/// ends with an fsync of the database, slow right after the passes)
+/// (docs/performance-history.md, "Session 18").
 async fn checkpoint_once(
     conn: &mut SqliteConnection,
-    truncate_above: i64,
+    write_gate: &tokio::sync::Mutex<()>,
+    restart_above: i64,
 ) -> Result<(), sqlx::Error> {
-    let (_busy, frames, _copied): (i64, i64, i64) =
-        sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
-            .fetch_one(&mut *conn)
-            .await?;
+    let (_, mut frames, _) = wal_checkpoint(conn, "PASSIVE").await?;
     let page_size: i64 = sqlx::query_scalar("PRAGMA page_size")
         .fetch_one(&mut *conn)
         .await?;
-    if frames.saturating_mul(page_size) > truncate_above {
-        let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
-            .fetch_one(&mut *conn)
-            .await?;
-        tracing::debug!(frames, truncated = busy == 0, "WAL over its bound");
+    if frames.saturating_mul(page_size) <= restart_above {
+        return Ok(());
     }
+    // A pass copies the frames there were when it began; what the writes
+    // append meanwhile is the next pass's work, and what is left when the
+    // passes stop is copied holding the turn. They stop once a pass finds
+    // few new frames (or fewer than before: the WAL started over by itself).
+    let first = frames;
+    let mut passes = 1;
+    let mut backlog = frames;
+    while backlog > WAL_BACKLOG_UNDER_TURN && passes < WAL_PASSES_BEFORE_TURN {
+        let (_, now, _) = wal_checkpoint(conn, "PASSIVE").await?;
+        backlog = now - frames;
+        frames = now;
+        passes += 1;
+    }
+    let started = std::time::Instant::now();
+    let (busy, waited) = {
+        let _turn = write_gate.lock().await;
+        let waited = started.elapsed();
+        (wal_checkpoint(conn, "RESTART").await?.0, waited)
+    };
+    tracing::debug!(
+        frames = first,
+        passes,
+        backlog,
+        wait_ms = waited.as_secs_f64() * 1e3,
+        held_ms = (started.elapsed() - waited).as_secs_f64() * 1e3,
+        restarted = busy == 0,
+        "WAL over its bound"
+    );
     Ok(())
+}
+
+/// `PRAGMA wal_checkpoint(mode)`: whether it was blocked, the frames in the
+/// WAL and the frames copied into the database (SQLite's three columns).
+async fn wal_checkpoint(
+    conn: &mut SqliteConnection,
+    mode: &'static str,
+) -> Result<(i64, i64, i64), sqlx::Error> {
+    sqlx::query_as(&format!("PRAGMA wal_checkpoint({mode})"))
+        .fetch_one(&mut *conn)
+        .await
 }
 
 /// Entries of `tenant` (of `kind`, if given) whose `column` is one of
@@ -1134,10 +1204,12 @@ impl GroupTransaction for SqliteGroup {
 mod tests {
     use super::*;
 
-    /// A WAL over the bound is emptied; one under it is left to the PASSIVE
-    /// checkpoints.
+    /// A WAL over the bound starts over: its last frames are copied under
+    /// the write turn, and the next writes go to the start of the file,
+    /// which does not grow. One under the bound is left to PASSIVE passes,
+    /// which never take the turn.
     #[tokio::test]
-    async fn the_checkpointer_empties_a_wal_over_its_bound() {
+    async fn the_checkpointer_restarts_a_wal_over_its_bound() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wal.db");
         let store = SqliteStore::connect(&format!("sqlite://{}", path.display()), 2)
@@ -1146,8 +1218,10 @@ mod tests {
         let wal = || std::fs::metadata(dir.path().join("wal.db-wal")).map_or(0, |m| m.len());
         let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
             .unwrap()
-            .pragma("wal_autocheckpoint", "0");
+            .pragma("wal_autocheckpoint", "0")
+            .busy_timeout(WAL_RESTART_WAIT);
         let mut conn = options.connect().await.unwrap();
+        let gate = tokio::sync::Mutex::new(());
         let write = || async {
             for i in 0..50 {
                 sqlx::query("INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ('t', ?, 'read', '2026-01-01T00:00:00Z')")
@@ -1158,10 +1232,39 @@ mod tests {
             }
         };
         write().await;
-        checkpoint_once(&mut conn, i64::MAX).await.unwrap();
-        assert!(wal() > 0, "under the bound the WAL stays");
+        // Under the bound: PASSIVE passes beside the writes, never the turn.
+        let turn = gate.lock().await;
+        let under = tokio::time::timeout(
+            Duration::from_millis(300),
+            checkpoint_once(&mut conn, &gate, i64::MAX),
+        )
+        .await;
+        assert!(
+            under.is_ok(),
+            "under the bound the round does not wait for the write turn"
+        );
+        under.unwrap().unwrap();
+
+        // Over the bound: the last copy waits for the turn.
         write().await;
-        checkpoint_once(&mut conn, 0).await.unwrap();
-        assert_eq!(wal(), 0, "over the bound the WAL is emptied");
+        let waited = tokio::time::timeout(
+            Duration::from_millis(300),
+            checkpoint_once(&mut conn, &gate, 0),
+        )
+        .await;
+        assert!(
+            waited.is_err(),
+            "over the bound the restart waits for the write turn"
+        );
+        drop(turn);
+        checkpoint_once(&mut conn, &gate, 0).await.unwrap();
+        let size = wal();
+        assert!(size > 0);
+        write().await;
+        assert_eq!(
+            wal(),
+            size,
+            "the next writes go to the start of the file, which does not grow"
+        );
     }
 }
