@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Parser;
 use serde_json::{json, Value};
-use sqlx::Connection;
+use sqlx::{Connection, Row};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -188,14 +188,36 @@ async fn preload(target: &Target, n: u64) -> anyhow::Result<f64> {
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
+/// The PostgreSQL server's version and the settings that move this
+/// benchmark's figures most: its buffer cache (how many of the replayed
+/// keys' pages it holds) and whether commits wait for the disk.
+async fn postgres_settings(admin: &mut sqlx::PgConnection) -> anyhow::Result<String> {
+    let row = sqlx::query(
+        "SELECT current_setting('server_version'), current_setting('shared_buffers'), \
+         current_setting('synchronous_commit'), current_setting('fsync'), \
+         current_setting('full_page_writes')",
+    )
+    .fetch_one(admin)
+    .await?;
+    Ok(format!(
+        "PostgreSQL {}: shared_buffers {}, synchronous_commit {}, fsync {}, full_page_writes {}",
+        row.try_get::<String, _>(0)?,
+        row.try_get::<String, _>(1)?,
+        row.try_get::<String, _>(2)?,
+        row.try_get::<String, _>(3)?,
+        row.try_get::<String, _>(4)?,
+    ))
+}
+
 async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Result<()> {
     let secs = Duration::from_secs(args.seconds);
-    let (url, cleanup): (String, Option<String>) = match engine {
+    // The database's settings that decide the figures, printed with them.
+    let (url, cleanup, settings): (String, Option<String>, Option<String>) = match engine {
         "sqlite" => {
             let path = args
                 .sqlite_dir
                 .join(format!("tally-bench-{}.db", uuid::Uuid::now_v7().simple()));
-            (format!("sqlite://{}", path.display()), None)
+            (format!("sqlite://{}", path.display()), None, None)
         }
         "postgres" => {
             let name = format!("tally_bench_{}", uuid::Uuid::now_v7().simple());
@@ -208,11 +230,15 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
                 .rsplit_once('/')
                 .map(|(b, _)| b.to_owned())
                 .unwrap_or_default();
-            (format!("{base}/{name}"), Some(name))
+            let settings = postgres_settings(&mut admin).await?;
+            (format!("{base}/{name}"), Some(name), Some(settings))
         }
         other => bail!("unknown engine {other:?}"),
     };
     println!("\n== {engine} ==");
+    if let Some(settings) = settings {
+        println!("{settings}");
+    }
     let key = tally_cmd(
         tally,
         &[
@@ -517,7 +543,7 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
     // Against all new measured around the scenario, not the single @64
     // line: that one runs minutes earlier, on a ledger ~1,000,000 entries
     // smaller, and drift between the two moved these ratios by 12–17 % in
-    // its first full run (see docs/performance.md, session 16). The earlier line's
+    // its first full run (see docs/performance-history.md, session 16). The earlier line's
     // ratio is printed after each, for comparison.
     let alongside =
         |key: &str| idx(key).and_then(|i| lines[i].alongside.as_ref().map(Stats::rows_per_sec));
