@@ -22,7 +22,7 @@ use tally_ledger::verify::{verify_tenant, verify_usage};
 use tally_ledger::writer::WriterConfig;
 
 // The write path allocates many small strings per entry; mimalloc measured
-// faster than glibc malloc for it (see docs/performance.md).
+// faster than glibc malloc for it (see docs/performance-history.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

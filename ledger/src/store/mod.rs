@@ -57,7 +57,7 @@ impl EntryFilter {
     /// PostgreSQL with statistics from before a flood of appends estimated a
     /// handful of rows after `after_seq`, chose a bitmap scan and a sort,
     /// and read the whole rest of the log for every page: 1.05 s per page of
-    /// 10,000 on a 1,000,000-entry ledger (docs/performance.md).
+    /// 10,000 on a 1,000,000-entry ledger (docs/performance-history.md).
     pub fn log_page(after_seq: i64, limit: i64) -> Self {
         EntryFilter {
             after_seq,
@@ -145,7 +145,7 @@ impl Storage {
     /// PostgreSQL a looked-up replay otherwise waited for the query before
     /// its own to answer: with four in flight its mean latency under 50 %
     /// replays fell by 13 % and 100 % replays rose by 5–12 % in every one
-    /// of four alternating pairs (docs/performance.md, session 17). At
+    /// of four alternating pairs (docs/performance-history.md, session 17). At
     /// most a quarter of the pool, so look-ups never starve the writers of
     /// connections. SQLite gained nothing measurable (its look-ups are this
     /// process's CPU), so it keeps one.

@@ -118,7 +118,7 @@ fn range_branch<'a>(
 /// path costs enough to be compiled; the log-wide aggregates of `tally
 /// projections rebuild` and `tally verify` do, and there every process of a
 /// parallel plan compiled its expressions for ~100 ms of a ~1 s scan, more
-/// than the compiled code saved (docs/performance.md, "Session 8").
+/// than the compiled code saved (docs/performance-history.md, "Session 8").
 fn connect_options(url: &str) -> Result<PgConnectOptions, LedgerError> {
     let options = PgConnectOptions::from_str(url)?;
     if options.get_options().is_some_and(|o| o.contains("jit")) {
@@ -467,7 +467,7 @@ impl PostgresStore {
         // Rust reads one sum per account and side and refuses any it cannot
         // hold exactly. Entries up to the locked head are committed and
         // immutable, whichever snapshot reads them. Measured on 1,000,000
-        // entries (docs/performance.md): 0.55 s; one aggregate over the
+        // entries (docs/performance-history.md): 0.55 s; one aggregate over the
         // (debit, credit) pair instead was planned as a sort and took longer.
         //
         // The plan depends on the table's statistics: right after a flood of
@@ -506,7 +506,7 @@ impl PostgresStore {
         // range's aggregate adds up both sides at once (two grouping sets,
         // hashed side by side over one scan). Two per-side aggregates read
         // the whole heap twice; measured on 1,000,000 entries in psql, two
-        // connections: 0.85-0.99 s against 0.96-1.13 s (docs/performance.md,
+        // connections: 0.85-0.99 s against 0.96-1.13 s (docs/performance-history.md,
         // "Session 9"). Entries up to the locked head are committed, so they
         // lie in blocks that exist now; the last range is open all the same.
         let blocks: i64 = sqlx::query_scalar(
@@ -631,7 +631,7 @@ async fn keyed_entries(
     // key, written as a LATERAL join so that the prepared statement's
     // generic plan cannot turn it into a scan of the tenant's entries:
     // cost grows with the group, not with the log. Measured under load
-    // (docs/performance.md): `(kind, upstream_id) IN (SELECT * FROM
+    // (docs/performance-history.md): `(kind, upstream_id) IN (SELECT * FROM
     // UNNEST(..))` took 4.7 ms for ~30 keys; `kind = ANY AND upstream_id =
     // ANY` planned a scan; `kind = $2 AND upstream_id = ANY($3)` took
     // 460 ms for 1,000 keys. `OFFSET 0` keeps the subquery from being
