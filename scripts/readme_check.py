@@ -131,6 +131,18 @@ def wait_for_server(proc: subprocess.Popen) -> None:
     fail(f"the server did not answer {HEALTH_URL} within {SERVER_START_TIMEOUT_S} s")
 
 
+def stop(server: subprocess.Popen) -> None:
+    if server.poll() is not None:
+        return
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def check_answers(expected: list[dict], answers: Path) -> None:
     made = sorted((p for p in answers.iterdir() if p.is_dir()), key=lambda p: int(p.name))
     if len(made) != len(expected):
@@ -182,11 +194,7 @@ def walkthrough() -> None:
             print()
             check_answers(expected, Path(answers))
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop(server)
         for made in ("tally.db", "tally.db-wal", "tally.db-shm"):
             (ROOT / made).unlink(missing_ok=True)
     print(f"README walk-through: {len(expected)} curl calls answered as the README says")
