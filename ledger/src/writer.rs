@@ -580,7 +580,7 @@ async fn look_up_and_answer(
     };
     let counts = (keys.len(), found.len());
     // Shared: every replay of a key answers with the same entry.
-    let found: Vec<Arc<StoredEntry>> = crate::store::found_entries(found)
+    let found: Vec<Arc<StoredEntry>> = found
         .into_iter()
         .map(Arc::new)
         .collect();
