@@ -55,8 +55,13 @@ mkdir -p "$src"
     done |
     (cd "$repo" && xargs -0 cp --parents -t "$src" --)
 # Its own repository, so that `git apply` patches the copy and never the
-# checkout it lies in.
+# checkout it lies in; the unmutated copy is committed there, so that
+# `git -C target/fault-demo/src diff` shows the mutant and can remake a
+# patch that no longer applies.
 git -C "$src" init -q
+git -C "$src" add -A
+git -C "$src" -c user.name=fault-demo -c user.email=fault-demo@localhost \
+    -c commit.gpgsign=false commit -q -m "unmutated copy"
 for p in "${patches[@]}"; do
     if ! git -C "$src" apply --whitespace=nowarn "$p"; then
         echo "fault-demo: $(basename "$p") no longer applies to this code: update it (docs/reliability.md)" >&2
