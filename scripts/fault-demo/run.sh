@@ -2,20 +2,24 @@
 # The fault suite can fail (docs/reliability.md, "The suite can fail").
 #
 # Copies this checkout (tracked and untracked files, as they are now) to
-# target/fault-demo/src, applies the mutations in this folder there — a
-# tally that forgets every existing idempotency key, and by default a
-# schema without the UNIQUE key that would still refuse the double post —
-# builds that copy and runs tests/faults.rs against it, once per engine.
-# The real sources are never touched.
+# target/fault-demo/src, applies mutations there (the patches in this
+# folder), builds that copy and runs tests/faults.rs against it, once per
+# engine. The real sources and target/debug are never touched.
 #
-# Passes (exit 0) only if the suite goes red on every engine, for the reason
-# it exists: a double post (default), or intents never acknowledged because
-# the database refused the double post (--keep-unique). Exit 1: the suite
-# missed the broken server, or went red for another reason. Exit 2: the
-# mutation no longer applies or the mutant does not build (update the
-# patches, see docs/reliability.md).
+#   scripts/fault-demo/run.sh [MUTATION...] [sqlite|postgres...]
+#   scripts/fault-demo/run.sh --control [sqlite|postgres...]
 #
-#   scripts/fault-demo/run.sh [--keep-unique] [sqlite|postgres]...
+# MUTATION: forget-keys (the server forgets every existing idempotency
+# key), no-unique-key (the schema loses the UNIQUE key). Default: both.
+# Passes (exit 0) only if the suite goes red on every engine, for the
+# reason it exists: a double post when the UNIQUE key is gone, intents
+# never acknowledged when it is kept (the database refuses the double post
+# and the broken server can only answer 5xx). --control applies nothing
+# and passes only if the suite is green: the copy and its build alone
+# make nothing red. Exit 1: the suite missed the mutant (or failed the
+# control), or went red for another reason. Exit 2: a patch no longer
+# applies or the copy does not build (docs/reliability.md says how to
+# remake a patch).
 #
 # Both engines by default; PostgreSQL at TALLY_TEST_POSTGRES_URL
 # (default postgres://postgres@127.0.0.1:5432/test), required.
@@ -26,24 +30,32 @@ repo=$(cd "$here/../.." && pwd)
 work="$repo/target/fault-demo"
 src="$work/src"
 
-keep_unique=
+usage() {
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
+control=
+mutations=()
 engines=()
 for arg in "$@"; do
     case "$arg" in
-        --keep-unique) keep_unique=1 ;;
+        --control) control=1 ;;
         sqlite | postgres) engines+=("$arg") ;;
-        *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+        -*) usage ;;
+        *) [ -f "$here/$arg.patch" ] || usage; mutations+=("$arg") ;;
     esac
 done
 [ ${#engines[@]} -gt 0 ] || engines=(sqlite postgres)
-
-patches=("$here/forget-keys.patch")
-if [ -n "$keep_unique" ]; then
-    expected='never acknowledged'
-else
-    patches+=("$here/no-unique-key.patch")
-    expected='two different answers for|double-posted|a late replay differed'
+if [ -n "$control" ]; then
+    [ ${#mutations[@]} -eq 0 ] || usage
+elif [ ${#mutations[@]} -eq 0 ]; then
+    mutations=(forget-keys no-unique-key)
 fi
+case " ${mutations[*]} " in
+    *" no-unique-key "*) expected='two different answers for|double-posted|a late replay differed' ;;
+    *) expected='never acknowledged' ;;
+esac
 
 # A fresh copy every run: the mutant is always today's code plus the
 # mutation, and every workspace crate is rebuilt (the dependencies are not).
@@ -62,13 +74,18 @@ git -C "$src" init -q
 git -C "$src" add -A
 git -C "$src" -c user.name=fault-demo -c user.email=fault-demo@localhost \
     -c commit.gpgsign=false commit -q -m "unmutated copy"
-for p in "${patches[@]}"; do
-    if ! git -C "$src" apply --whitespace=nowarn "$p"; then
-        echo "fault-demo: $(basename "$p") no longer applies to this code: update it (docs/reliability.md)" >&2
+for m in "${mutations[@]}"; do
+    if ! git -C "$src" apply --whitespace=nowarn "$here/$m.patch"; then
+        echo "fault-demo: $m.patch no longer applies to this code: remake it (docs/reliability.md)" >&2
         exit 2
     fi
 done
-echo "fault-demo: mutant = this checkout + ${patches[*]##*/}"
+if [ -n "$control" ]; then
+    what="the unmutated copy (control)"
+else
+    what="the mutant (${mutations[*]})"
+fi
+echo "fault-demo: building $what"
 
 # Its own target directory: the mutant's `tally` must never replace the
 # checkout's target/debug/tally, which the regular tests run.
@@ -87,24 +104,32 @@ export TALLY_TEST_POSTGRES_URL="${TALLY_TEST_POSTGRES_URL:-postgres://postgres@1
 export TALLY_REQUIRE_POSTGRES=1
 cd "$src"
 if ! cargo test -p tally-api --test faults --no-run; then
-    echo "fault-demo: the mutant does not build: update the patches (docs/reliability.md)" >&2
+    echo "fault-demo: $what does not build (docs/reliability.md)" >&2
     exit 2
 fi
 
 status=0
 for engine in "${engines[@]}"; do
     log="$work/$engine.log"
-    echo "fault-demo: the fault suite on $engine against the mutant (log: $log)"
+    echo "fault-demo: the fault suite on $engine against $what (log: $log)"
     started=$SECONDS
     if cargo test -p tally-api --test faults -- "$engine::" >"$log" 2>&1; then
-        echo "fault-demo: FAILED on $engine: the fault suite passed against a server that forgets existing keys" >&2
-        status=1
+        if [ -n "$control" ]; then
+            echo "fault-demo: green as expected on $engine after $((SECONDS - started)) s"
+        else
+            echo "fault-demo: FAILED on $engine: the fault suite passed against $what" >&2
+            status=1
+        fi
         continue
     fi
-    if caught=$(grep -E -m1 "$expected" "$log"); then
+    if [ -n "$control" ]; then
+        echo "fault-demo: FAILED on $engine: $what went red:" >&2
+        grep -A3 'panicked at' "$log" >&2 || tail -n 20 "$log" >&2
+        status=1
+    elif caught=$(grep -E -m1 "$expected" "$log"); then
         echo "fault-demo: red as expected on $engine after $((SECONDS - started)) s: $caught"
     else
-        echo "fault-demo: FAILED on $engine: red, but not for a forgotten key (expected /$expected/):" >&2
+        echo "fault-demo: FAILED on $engine: red, but not for the mutation (expected /$expected/):" >&2
         grep -A3 'panicked at' "$log" >&2 || tail -n 20 "$log" >&2
         status=1
     fi
