@@ -206,13 +206,6 @@ async fn check(
 async fn fresh(engine: &Engine) -> (Ledger, String) {
     let ledger = Ledger::new(engine.clone()).await;
     let key = ledger.key("acme", "post,read").await;
-    // For the broken-server demo only (docs/reliability.md): remove the
-    // database's last line of defence as well.
-    if engine.is_postgres() && std::env::var("TALLY_FAULT_DEMO_DROP_UNIQUE").as_deref() == Ok("1") {
-        ledger
-            .sql(&["ALTER TABLE entries DROP CONSTRAINT entries_tenant_id_kind_upstream_id_key"])
-            .await;
-    }
     (ledger, key)
 }
 

@@ -100,10 +100,9 @@ impl RecentEntries {
         }
     }
 
-    /// Whether anything is held. Never in the deliberately broken demo
-    /// build, which must forget every existing key (docs/reliability.md).
+    /// Whether anything is held.
     pub fn enabled(&self) -> bool {
-        self.shard_budget > 0 && !cfg!(feature = "fault-demo-skip-key-check")
+        self.shard_budget > 0
     }
 
     fn hash(&self, tenant: &str, kind: EntryKind, key: &str) -> u64 {

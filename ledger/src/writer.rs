@@ -580,10 +580,7 @@ async fn look_up_and_answer(
     };
     let counts = (keys.len(), found.len());
     // Shared: every replay of a key answers with the same entry.
-    let found: Vec<Arc<StoredEntry>> = crate::store::found_entries(found)
-        .into_iter()
-        .map(Arc::new)
-        .collect();
+    let found: Vec<Arc<StoredEntry>> = found.into_iter().map(Arc::new).collect();
     let by_key: HashMap<(EntryKind, &str), &Arc<StoredEntry>> = found
         .iter()
         .map(|e| ((e.kind, e.upstream_id.as_str()), e))

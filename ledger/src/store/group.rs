@@ -83,19 +83,6 @@ pub(crate) struct Group<'a> {
     pub absent: &'a [bool],
 }
 
-/// Entries found holding keys, as every key check (the look-up before the
-/// writer and the group's own) uses them. The broken demo build forgets
-/// them all (docs/reliability.md).
-pub(crate) fn found_entries(found: Vec<StoredEntry>) -> Vec<StoredEntry> {
-    #[cfg(feature = "fault-demo-skip-key-check")]
-    {
-        drop(found);
-        Vec::new()
-    }
-    #[cfg(not(feature = "fault-demo-skip-key-check"))]
-    found
-}
-
 /// What one group decided, owned, so that its write can run on its own
 /// while the writer decides the next group.
 pub(crate) struct Decided {
@@ -291,7 +278,6 @@ pub(crate) async fn decide<T: GroupTransaction>(
     } else {
         tx.entries_with_keys(tenant, &keys).await?
     };
-    let existing = found_entries(existing);
     let t_keys = t0.elapsed();
 
     let mut state = GroupState::new(tenant, head);

@@ -24,7 +24,6 @@ use crate::keys::{ApiKey, StoredApiKey};
 use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
-pub(crate) use group::found_entries;
 pub(crate) use memory::Fence;
 pub use memory::{WriterMemory, CONTENDED_FOR, MEMORY_LIMIT};
 pub use postgres::PostgresStore;
