@@ -960,8 +960,8 @@ async fn every_instance_refuses_a_revoked_key_within_the_recheck_interval(engine
         until_refused(server, &revoked).await;
         refused_after.push(deleted.elapsed());
     }
-    // One polling step (50 ms) and a loaded machine's scheduling on top.
-    let bound = Duration::from_millis(RECHECK_MS + 750);
+    // Polling steps of 50 ms, and a loaded CI machine's scheduling, on top.
+    let bound = Duration::from_millis(RECHECK_MS + 1_500);
     assert!(
         refused_after.iter().all(|t| *t <= bound),
         "refused after {refused_after:?}, more than {bound:?}"
