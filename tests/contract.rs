@@ -4,8 +4,9 @@
 
 mod common;
 
-use common::{debit, Engine, Ledger};
+use common::{debit, Engine, Ledger, Resp, Server};
 use serde_json::{json, Value};
+use sqlx::{Connection, Row};
 
 engine_tests!(
     a_replay_returns_the_same_bytes_with_200_and_the_header,
@@ -14,6 +15,13 @@ engine_tests!(
     a_unit_mismatch_is_refused_and_writes_nothing,
     keys_scopes_and_tenants_are_enforced,
     a_database_error_answers_503_and_commits_nothing,
+    another_tenants_objects_answer_404_and_change_nothing,
+    server_owned_and_repeated_fields_are_refused_and_write_nothing,
+    bodies_past_their_limit_answer_413_and_write_nothing,
+    names_ids_and_metadata_are_bounded_in_bytes,
+    hostile_text_is_data_not_sql,
+    an_internal_error_answers_500_without_its_cause,
+    every_key_of_the_schema_starts_with_tenant_id,
 );
 
 async fn a_replay_returns_the_same_bytes_with_200_and_the_header(engine: Engine) {
@@ -482,4 +490,668 @@ async fn a_database_error_answers_503_and_commits_nothing(engine: Engine) {
     assert_eq!(server.balance(&key, "cust").await["posted"], "-6");
     let (ok, out, _) = ledger.tally(&["verify"]).await;
     assert!(ok, "{out}");
+}
+
+/// Every object another tenant names (an entry by its ID; an account, its
+/// balance and its statement; a hold; a payment to refund; an entry to
+/// reverse) answers exactly as an object that exists nowhere does, lists
+/// come back empty, and nothing of the owner changes.
+async fn another_tenants_objects_answer_404_and_change_nothing(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let scopes = "post,read,admin,audit";
+    let acme = ledger.key("acme", scopes).await;
+    let globex = ledger.key("globex", scopes).await;
+    let server = ledger.server().await;
+    let created = |r: Resp| {
+        assert_eq!(r.status, 201, "{r:?}");
+        r.json()
+    };
+    let payment = json!({"payment_id": "p1", "account": "cust", "amount": "10", "unit": "USD"});
+    created(server.post("/v1/payments", &acme, &payment).await);
+    let d = created(
+        server
+            .post("/v1/usage-debits", &acme, &debit("u1", "cust", "1"))
+            .await,
+    );
+    let hold = json!({"hold_id": "h1", "account": "cust", "amount": "2", "unit": "USD", "ttl_seconds": 600});
+    created(server.post("/v1/holds", &acme, &hold).await);
+    let id = d["id"].as_str().unwrap();
+    let entries = server.all_entries(&acme).await;
+    let balance = server.balance(&acme, "cust").await;
+    let to = chrono::Utc::now()
+        .format("%Y-%m-%dT%H%%3A%M%%3A%SZ")
+        .to_string();
+    let window = format!("from=2000-01-01T00%3A00%3A00Z&to={to}");
+
+    // What globex asks about acme's object, and what acme asks about an
+    // object that exists nowhere: the answers differ only by the ID they
+    // repeat.
+    let same_answer = |theirs: &Resp, nowhere: &Resp, (their_id, other_id): (&str, &str)| {
+        assert_eq!(
+            (theirs.status, theirs.code().as_str()),
+            (404, "not_found"),
+            "{theirs:?}"
+        );
+        let nowhere = String::from_utf8_lossy(&nowhere.body).replace(other_id, their_id);
+        assert_eq!(String::from_utf8_lossy(&theirs.body), nowhere);
+    };
+    let reads = [
+        (
+            format!("/v1/entries/{id}"),
+            "/v1/entries/ent_nope".to_owned(),
+            (id, "ent_nope"),
+        ),
+        (
+            "/v1/accounts/cust".into(),
+            "/v1/accounts/nobody".into(),
+            ("cust", "nobody"),
+        ),
+        (
+            "/v1/accounts/cust/balance".into(),
+            "/v1/accounts/nobody/balance".into(),
+            ("cust", "nobody"),
+        ),
+        (
+            format!("/v1/accounts/cust/statement?{window}"),
+            format!("/v1/accounts/nobody/statement?{window}"),
+            ("cust", "nobody"),
+        ),
+        (
+            "/v1/holds/h1".into(),
+            "/v1/holds/nope".into(),
+            ("h1", "nope"),
+        ),
+    ];
+    for (theirs, nowhere, ids) in &reads {
+        let r = server.get(theirs, &globex).await;
+        same_answer(&r, &server.get(nowhere, &acme).await, *ids);
+    }
+    let writes = [
+        (
+            "/v1/holds/h1/capture",
+            json!({"capture_id": "c1", "amount": "1"}),
+            "/v1/holds/nope/capture",
+            ("h1", "nope"),
+        ),
+        (
+            "/v1/holds/h1/release",
+            json!({"release_id": "r1"}),
+            "/v1/holds/nope/release",
+            ("h1", "nope"),
+        ),
+        (
+            "/v1/refunds",
+            json!({"refund_id": "rf1", "payment_id": "p1", "amount": "1"}),
+            "/v1/refunds",
+            ("p1", "nope"),
+        ),
+        (
+            "/v1/reversals",
+            json!({"reversal_id": "rv1", "entry_id": id, "reason": "x"}),
+            "/v1/reversals",
+            (id, "ent_nope"),
+        ),
+    ];
+    for (path, body, nowhere, (their_id, other_id)) in &writes {
+        let r = server.post(path, &globex, body).await;
+        let nowhere_body: Value =
+            serde_json::from_str(&body.to_string().replace(their_id, other_id)).unwrap();
+        let other = server.post(nowhere, &acme, &nowhere_body).await;
+        same_answer(&r, &other, (their_id, other_id));
+    }
+    let listed = server.get("/v1/entries?account=cust", &globex).await;
+    assert_eq!(listed.status, 200, "{listed:?}");
+    assert_eq!(listed.json()["entries"], json!([]));
+    let usage = server.get("/v1/accounts/cust/usage", &globex).await;
+    assert_eq!(usage.status, 200, "{usage:?}");
+    assert_eq!(usage.json()["usage"], json!([]));
+
+    assert!(server.all_entries(&globex).await.is_empty());
+    assert_eq!(server.all_entries(&acme).await, entries);
+    assert_eq!(ledger.count("entries").await, entries.len() as i64);
+    assert_eq!(server.balance(&acme, "cust").await, balance);
+    assert_eq!(
+        server.get("/v1/holds/h1", &acme).await.json()["status"],
+        "open"
+    );
+}
+
+/// A valid body of every mutation; `refs` are what the bodies name (a
+/// payment, a hold, an entry), so that only the field a test adds is wrong.
+fn mutations(entry_id: &str) -> Vec<(&'static str, &'static str, Value)> {
+    vec![
+        ("POST", "/v1/usage-debits", debit("u2", "cust", "1")),
+        (
+            "POST",
+            "/v1/payments",
+            json!({"payment_id": "p2", "account": "cust", "amount": "1", "unit": "USD"}),
+        ),
+        (
+            "POST",
+            "/v1/holds",
+            json!({"hold_id": "h2", "account": "cust", "amount": "1", "unit": "USD", "ttl_seconds": 60}),
+        ),
+        (
+            "POST",
+            "/v1/holds/h1/capture",
+            json!({"capture_id": "c1", "amount": "1"}),
+        ),
+        ("POST", "/v1/holds/h1/release", json!({"release_id": "r1"})),
+        (
+            "POST",
+            "/v1/refunds",
+            json!({"refund_id": "rf1", "payment_id": "p1", "amount": "1"}),
+        ),
+        (
+            "POST",
+            "/v1/reversals",
+            json!({"reversal_id": "rv1", "entry_id": entry_id, "reason": "r"}),
+        ),
+        (
+            "POST",
+            "/v1/adjustments",
+            json!({"adjustment_id": "a1", "account": "cust", "amount": "1", "direction": "credit", "reason": "r"}),
+        ),
+        (
+            "PUT",
+            "/v1/accounts/cust",
+            json!({"unit": "USD", "overdraft": "allow"}),
+        ),
+    ]
+}
+
+/// The fields the server owns cannot be set by a request on any mutation
+/// (or batch item): each is a 422 naming it. A key given twice in one
+/// object (at the top, inside metadata, inside a batch item) is a 422
+/// too, never "the last one wins". None of it writes anything.
+async fn server_owned_and_repeated_fields_are_refused_and_write_nothing(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read,admin").await;
+    let server = ledger.server().await;
+    let setup = [
+        (
+            "/v1/payments",
+            json!({"payment_id": "p1", "account": "cust", "amount": "10", "unit": "USD"}),
+        ),
+        (
+            "/v1/holds",
+            json!({"hold_id": "h1", "account": "cust", "amount": "2", "unit": "USD", "ttl_seconds": 600}),
+        ),
+        ("/v1/usage-debits", debit("u1", "cust", "1")),
+    ];
+    let mut entry_id = String::new();
+    for (path, body) in &setup {
+        let r = server.post(path, &key, body).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        entry_id = r.json()["id"].as_str().unwrap().to_owned();
+    }
+    let before = ledger.count("entries").await;
+    let owned = [
+        "tenant_id",
+        "id",
+        "seq",
+        "kind",
+        "status",
+        "balance_after",
+        "debit_account",
+        "credit_account",
+        "recorded_at",
+        "fingerprint",
+        "prev_hash",
+        "hash",
+    ];
+    let field_of = |r: &Value| -> Vec<String> {
+        r["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["field"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for (method, path, valid) in mutations(&entry_id) {
+        for field in owned {
+            let mut body = valid.clone();
+            body[field] = json!("smuggled");
+            let url = format!("{}{path}", server.base);
+            let request = match method {
+                "PUT" => server.client.put(url),
+                _ => server.client.post(url),
+            };
+            let r = server
+                .send(
+                    request
+                        .bearer_auth(&key)
+                        .header("content-type", "application/json")
+                        .body(body.to_string()),
+                )
+                .await;
+            assert_eq!(
+                (r.status, r.code().as_str()),
+                (422, "invalid_request"),
+                "{method} {path} with {field}: {r:?}"
+            );
+            assert!(
+                field_of(&r.json()).contains(&field.to_owned()),
+                "{path} {field}: {r:?}"
+            );
+        }
+    }
+    let mut item = debit("u3", "cust", "1");
+    item["type"] = json!("usage_debit");
+    item["tenant_id"] = json!("globex");
+    let r = server
+        .post("/v1/batch", &key, &json!({"operations": [item]}))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let result = &r.json()["results"][0];
+    assert_eq!(result["status"], 422, "{result}");
+    assert_eq!(field_of(&result["problem"]), ["tenant_id"]);
+
+    let repeated: [(&str, &str, &str); 3] = [
+        (
+            "/v1/usage-debits",
+            r#"{"usage_record_id":"u4","account":"cust","amount":"1","amount":"100","unit":"USD"}"#,
+            "amount",
+        ),
+        (
+            "/v1/usage-debits",
+            r#"{"usage_record_id":"u4","account":"cust","amount":"1","unit":"USD","metadata":{"k":"a","k":"b"}}"#,
+            "metadata.k",
+        ),
+        (
+            "/v1/batch",
+            r#"{"operations":[{"type":"usage_debit","usage_record_id":"u4","account":"cust","account":"other","amount":"1","unit":"USD"}]}"#,
+            "operations[0].account",
+        ),
+    ];
+    for (path, body, field) in repeated {
+        let r = server
+            .post_raw(path, &key, "application/json", body.as_bytes().to_vec())
+            .await;
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (422, "invalid_request"),
+            "{body}: {r:?}"
+        );
+        assert_eq!(field_of(&r.json()), [field], "{body}");
+    }
+    assert_eq!(
+        ledger.count("entries").await,
+        before,
+        "refused fields write nothing"
+    );
+}
+
+/// POSTs `body` as JSON on a connection of its own and returns the
+/// answer's status and body. The answer is read while the body is still
+/// being sent: a server that refuses a body answers without reading the
+/// rest of it and closes the connection, which fails the rest of the
+/// upload (an HTTP client library then reports the broken upload, not the
+/// answer that came before it).
+async fn post_while_sending(server: &Server, path: &str, key: &str, body: Vec<u8>) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stream = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    let (mut read, mut write) = stream.into_split();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {key}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        server.addr(),
+        body.len()
+    );
+    let sending = tokio::spawn(async move {
+        // A refused upload fails here; the answer is what matters.
+        let _ = write.write_all(head.as_bytes()).await;
+        let _ = write.write_all(&body).await;
+        write
+    });
+    let mut answer = Vec::new();
+    let read_all = read.read_to_end(&mut answer);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), read_all)
+        .await
+        .expect("the server answers within 30 s");
+    drop(sending.await);
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no answer: {text:?}"));
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/problem+json")
+            || status < 400,
+        "{head}"
+    );
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// A body may be 1 MiB (8 MiB for a batch), not one byte more: past its
+/// limit a request answers 413 `payload_too_large` and writes nothing, and
+/// the batch's larger limit is the batch's alone.
+async fn bodies_past_their_limit_answer_413_and_write_nothing(engine: Engine) {
+    const MIB: usize = 1024 * 1024;
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = ledger.server().await;
+    // JSON allows any whitespace after the value: a valid body of any size.
+    let padded = |body: Value, len: usize| {
+        let mut bytes = body.to_string().into_bytes();
+        assert!(bytes.len() < len);
+        bytes.resize(len, b' ');
+        bytes
+    };
+    let single = |id: &str, len: usize| padded(debit(id, "cust", "1"), len);
+    let batch = |id: &str, len: usize| {
+        let mut item = debit(id, "cust", "1");
+        item["type"] = json!("usage_debit");
+        padded(json!({"operations": [item]}), len)
+    };
+    for (path, body) in [
+        ("/v1/usage-debits", single("u1", MIB + 1)),
+        ("/v1/usage-debits", single("u2", 2 * MIB)),
+        ("/v1/batch", batch("b1", 8 * MIB + 1)),
+    ] {
+        let len = body.len();
+        let (status, problem) = post_while_sending(&server, path, &key, body).await;
+        assert_eq!(
+            (status, problem["code"].as_str()),
+            (413, Some("payload_too_large")),
+            "{path}, {len} bytes: {problem}"
+        );
+    }
+    assert_eq!(ledger.count("entries").await, 0, "a 413 writes nothing");
+
+    let json_ct = "application/json";
+    let r = server
+        .post_raw("/v1/usage-debits", &key, json_ct, single("u1", MIB))
+        .await;
+    assert_eq!(r.status, 201, "exactly 1 MiB is taken: {r:?}");
+    let r = server
+        .post_raw("/v1/batch", &key, json_ct, batch("b1", 8 * MIB))
+        .await;
+    assert_eq!(r.status, 200, "exactly 8 MiB is taken: {r:?}");
+    assert_eq!(r.json()["results"][0]["status"], 201);
+    assert_eq!(ledger.count("entries").await, 2);
+}
+
+/// Names, IDs, units, labels, reasons and metadata are bounded in bytes:
+/// a value at its bound is taken, one byte more is a 422 naming the field.
+async fn names_ids_and_metadata_are_bounded_in_bytes(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read,admin").await;
+    let server = ledger.server().await;
+    let metadata = |pairs: Vec<(String, &str)>| {
+        Value::Object(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k, json!(v)))
+                .collect::<serde_json::Map<_, _>>(),
+        )
+    };
+    let keys = |n: usize| metadata((0..n).map(|i| (format!("k{i}"), "v")).collect());
+    let long_value = "v".repeat(500);
+    let longer_value = "v".repeat(501);
+    // 64 two-byte characters: 128 bytes. The bound is in bytes, not characters.
+    let wide = "é".repeat(64);
+    // (field, at its bound, one byte past it)
+    let cases: Vec<(&str, Value, Value)> = vec![
+        (
+            "usage_record_id",
+            json!("i".repeat(255)),
+            json!("i".repeat(256)),
+        ),
+        ("account", json!(wide), json!(format!("{wide}a"))),
+        ("unit", json!("U".repeat(32)), json!("U".repeat(33))),
+        ("meter", json!("m".repeat(128)), json!("m".repeat(129))),
+        ("metadata", keys(50), keys(51)),
+        (
+            "metadata",
+            metadata(vec![("k".repeat(40), "v")]),
+            metadata(vec![("k".repeat(41), "v")]),
+        ),
+        (
+            "metadata",
+            metadata(vec![("k".into(), &long_value)]),
+            metadata(vec![("k".into(), &longer_value)]),
+        ),
+    ];
+    let refused = |r: &Resp, field: &str, what: &str| {
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (422, "invalid_request"),
+            "{what}: {r:?}"
+        );
+        assert_eq!(r.json()["errors"][0]["field"], field, "{what}");
+    };
+    let mut taken = 0;
+    for (i, (field, at, past)) in cases.into_iter().enumerate() {
+        let mut body = debit(&format!("u{i}"), &format!("c{i}"), "1");
+        body[field] = past;
+        let r = server.post("/v1/usage-debits", &key, &body).await;
+        refused(&r, field, &format!("{field} past its bound"));
+        body[field] = at;
+        let r = server.post("/v1/usage-debits", &key, &body).await;
+        assert_eq!(r.status, 201, "{field} at its bound: {r:?}");
+        taken += 1;
+    }
+    let payment =
+        |id: String| json!({"payment_id": id, "account": "c", "amount": "1", "unit": "USD"});
+    let r = server
+        .post("/v1/payments", &key, &payment("p".repeat(256)))
+        .await;
+    refused(&r, "payment_id", "payment_id past its bound");
+    let r = server
+        .post("/v1/payments", &key, &payment("p".repeat(255)))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    taken += 1;
+    let adjustment = |id: &str, reason: &str| json!({"adjustment_id": id, "account": "c", "amount": "1", "direction": "credit", "reason": reason});
+    let r = server
+        .post("/v1/adjustments", &key, &adjustment("a1", &longer_value))
+        .await;
+    refused(&r, "reason", "reason past its bound");
+    let r = server
+        .post("/v1/adjustments", &key, &adjustment("a1", &long_value))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    taken += 1;
+    assert_eq!(
+        ledger.count("entries").await,
+        taken,
+        "refusals write nothing"
+    );
+}
+
+/// `url` with `segment` appended as one path segment, percent-encoded.
+fn with_segments(base: &str, segments: &[&str]) -> reqwest::Url {
+    let mut url = reqwest::Url::parse(base).unwrap();
+    url.path_segments_mut().unwrap().extend(segments);
+    url
+}
+
+/// Text that would change a query if it were spliced into SQL (quotes,
+/// comments, statement separators, LIKE wildcards, placeholders) is stored
+/// and answered byte for byte, found by exact match only, replayed, and
+/// the ledger verifies.
+async fn hostile_text_is_data_not_sql(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = ledger.server().await;
+    let accounts = ["x'; DROP TABLE entries; --", "%", "_", "a\"b`c$1?:2"];
+    let mut posted = Vec::new();
+    for (i, account) in accounts.iter().enumerate() {
+        let body = json!({
+            "usage_record_id": format!("' OR '1'='1 {i}"), "account": account,
+            "amount": "1", "unit": "USD", "meter": "m'); DELETE FROM balances; --\\",
+            "metadata": {"k'\"\\": "v%_'--;", "$1": "?"}
+        });
+        let r = server.post("/v1/usage-debits", &key, &body).await;
+        assert_eq!(r.status, 201, "{account}: {r:?}");
+        let e = r.json();
+        assert_eq!(
+            (
+                &e["account"],
+                &e["upstream_id"],
+                &e["meter"],
+                &e["metadata"]
+            ),
+            (
+                &body["account"],
+                &body["usage_record_id"],
+                &body["meter"],
+                &body["metadata"]
+            )
+        );
+        let again = server.post("/v1/usage-debits", &key, &body).await;
+        assert!(again.status == 200 && again.replayed(), "{again:?}");
+        assert_eq!(again.body, r.body);
+        posted.push(r);
+    }
+    for (account, r) in accounts.iter().zip(&posted) {
+        let id = r.json()["id"].as_str().unwrap().to_owned();
+        let by_id = server.get(&format!("/v1/entries/{id}"), &key).await;
+        assert_eq!(by_id.body, r.body, "{account}");
+        let mut url = with_segments(&server.base, &["v1", "entries"]);
+        url.query_pairs_mut().append_pair("account", account);
+        let listed = server.send(server.client.get(url).bearer_auth(&key)).await;
+        assert_eq!(listed.status, 200, "{account}: {listed:?}");
+        let listed = listed.json()["entries"].as_array().unwrap().clone();
+        assert_eq!(listed, vec![r.json()], "{account}: exact match only");
+        let url = with_segments(&server.base, &["v1", "accounts", account, "balance"]);
+        let balance = server.send(server.client.get(url).bearer_auth(&key)).await;
+        assert_eq!(balance.status, 200, "{account}: {balance:?}");
+        assert_eq!(balance.json()["posted"], "-1", "{account}");
+    }
+    assert_eq!(ledger.count("entries").await, accounts.len() as i64);
+    let (ok, out, _) = ledger.tally(&["verify"]).await;
+    assert!(ok, "{out}");
+}
+
+/// A 500 says only that an internal error occurred: not what failed, not
+/// the stored data, not the code; the cause goes to the server's log.
+async fn an_internal_error_answers_500_without_its_cause(engine: Engine) {
+    let ledger = Ledger::new(engine.clone()).await;
+    let key = ledger.key("acme", "post,read").await;
+    let (server, log) = Server::start_capturing_log(&ledger.database_url, &[], &[]).await;
+    let r = server
+        .post("/v1/usage-debits", &key, &debit("u1", "cust", "1"))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let id = r.json()["id"].as_str().unwrap().to_owned();
+    // Stored data the ledger cannot have written: an entry kind it does not know.
+    let drop_trigger = match engine {
+        Engine::Sqlite => "DROP TRIGGER entries_append_only_update",
+        Engine::Postgres { .. } => "DROP TRIGGER entries_append_only ON entries",
+    };
+    let marker = "kind_7f3a9c";
+    ledger
+        .sql(&[
+            drop_trigger,
+            &format!("UPDATE entries SET kind = '{marker}' WHERE seq = 1"),
+        ])
+        .await;
+    let r = server.get(&format!("/v1/entries/{id}"), &key).await;
+    assert_eq!((r.status, r.code().as_str()), (500, "internal"), "{r:?}");
+    let p = r.json();
+    assert_eq!(p["title"], "Internal error");
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("an internal error occurred"),
+        "{p}"
+    );
+    let text = String::from_utf8_lossy(&r.body).to_ascii_lowercase();
+    for leak in [marker, "corrupt", "kind", "entries", "sql", "panick", ".rs"] {
+        assert!(!text.contains(leak), "{leak:?} in the answer: {text}");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !log.lines().iter().any(|l| l.contains(marker)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cause is not in the log: {:?}",
+            log.lines()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Every primary key and UNIQUE constraint of the schema (the migrated
+/// database itself, not the migration files) starts with `tenant_id`:
+/// no key can make one tenant's row collide with another's, and the schema
+/// can be distributed by tenant.
+async fn every_key_of_the_schema_starts_with_tenant_id(engine: Engine) {
+    let ledger = Ledger::new(engine.clone()).await;
+    // Creating a key migrates the database.
+    ledger.key("acme", "read").await;
+    // (table, key, its first column; None if not a column)
+    let rows: Vec<(String, String, Option<String>)> = match engine {
+        Engine::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(&ledger.database_url)
+                .await
+                .unwrap();
+            // SQLite backs every PRIMARY KEY and UNIQUE constraint of a
+            // table with an index, except an INTEGER PRIMARY KEY (the rowid):
+            // the second query finds those.
+            let mut rows: Vec<(String, String, Option<String>)> = sqlx::query(
+                "SELECT m.name, il.name, (SELECT ii.name FROM pragma_index_info(il.name) ii \
+                 WHERE ii.seqno = 0) FROM sqlite_master m, pragma_index_list(m.name) il \
+                 WHERE m.type = 'table' AND il.\"unique\" = 1 AND m.name <> '_sqlx_migrations'",
+            )
+            .fetch_all(&mut c)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+            let rowid_keys: Vec<(String, String)> = sqlx::query(
+                "SELECT m.name, ti.name FROM sqlite_master m, pragma_table_info(m.name) ti \
+                 WHERE m.type = 'table' AND ti.pk = 1 AND m.name <> '_sqlx_migrations'",
+            )
+            .fetch_all(&mut c)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+            for (table, column) in rowid_keys {
+                rows.push((table, "primary key".into(), Some(column)));
+            }
+            rows
+        }
+        Engine::Postgres { .. } => {
+            let mut c = sqlx::PgConnection::connect(&ledger.database_url)
+                .await
+                .unwrap();
+            sqlx::query(
+                "SELECT t.relname::text, ic.relname::text, a.attname::text FROM pg_index i \
+                 JOIN pg_class t ON t.oid = i.indrelid \
+                 JOIN pg_class ic ON ic.oid = i.indexrelid \
+                 JOIN pg_namespace n ON n.oid = t.relnamespace \
+                 LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] \
+                 WHERE i.indisunique AND n.nspname = current_schema() \
+                 AND t.relname <> '_sqlx_migrations'",
+            )
+            .fetch_all(&mut c)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect()
+        }
+    };
+    let tables: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    for table in [
+        "api_keys",
+        "ledger_heads",
+        "entries",
+        "balances",
+        "rule_state",
+    ] {
+        assert!(tables.contains(table), "no key of {table} found: {rows:?}");
+    }
+    let wrong: Vec<_> = rows
+        .iter()
+        .filter(|(_, _, first)| first.as_deref() != Some("tenant_id"))
+        .collect();
+    assert!(wrong.is_empty(), "keys not led by tenant_id: {wrong:?}");
 }

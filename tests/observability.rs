@@ -18,6 +18,8 @@ engine_tests!(
     json_logs_carry_request_ids_and_no_secrets,
     text_logs_carry_request_ids,
     idle_tenant_writers_stop_and_come_back,
+    metrics_carry_no_tenant_data,
+    the_keys_commands_log_no_key_even_at_trace,
 );
 
 /// One sample line: name, labels, value.
@@ -707,4 +709,110 @@ async fn text_logs_carry_request_ids(engine: Engine) {
         "text, not JSON, by default"
     );
     assert!(lines.iter().all(|l| !l.contains(&key)));
+}
+
+/// `GET /metrics` needs no key, so it names no tenant, account, upstream
+/// ID, meter, metadata, path parameter or key, whatever the requests were:
+/// routes are labelled by their template.
+async fn metrics_carry_no_tenant_data(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("tenant-q7x", "post,read").await;
+    let server = ledger.server().await;
+    let body = json!({
+        "usage_record_id": "upstream-q7x", "account": "account-q7x", "amount": "1",
+        "unit": "unit-q7x", "meter": "meter-q7x", "metadata": {"meta-q7x": "value-q7x"}
+    });
+    assert_eq!(
+        server.post("/v1/usage-debits", &key, &body).await.status,
+        201
+    );
+    let mut refused = body.clone();
+    refused["amount"] = json!("-1");
+    assert_eq!(
+        server.post("/v1/usage-debits", &key, &refused).await.status,
+        422
+    );
+    for path in [
+        "/v1/accounts/account-q7x/balance",
+        "/v1/accounts/missing-q7x/balance",
+        "/v1/entries/ent_q7x",
+        "/v1/holds/hold-q7x",
+        "/nowhere-q7x",
+    ] {
+        server.get(path, &key).await;
+    }
+    server.get("/v1/entries", "tally_wrongkey-q7x").await;
+    let text = server
+        .send(server.client.get(format!("{}/metrics", server.base)))
+        .await;
+    let text = String::from_utf8_lossy(&text.body).into_owned();
+    // The requests were counted: the scrape is about them.
+    assert!(
+        text.contains("/v1/accounts/{account}/balance"),
+        "routes by template: {text}"
+    );
+    for line in text.lines() {
+        assert!(!line.contains("q7x"), "tenant data in /metrics: {line}");
+        assert!(!line.contains(&key[6..]), "a key in /metrics: {line}");
+    }
+}
+
+/// `tally keys create`, `list` and `revoke --key-stdin`, logging at
+/// `trace`, never write the key (nor its sha256) to their log: the key
+/// goes to standard output once, and nowhere else.
+async fn the_keys_commands_log_no_key_even_at_trace(engine: Engine) {
+    use tokio::io::AsyncWriteExt;
+    let ledger = Ledger::new(engine).await;
+    let run = |args: &'static [&'static str], input: String| {
+        let url = ledger.database_url.clone();
+        async move {
+            let mut child = tokio::process::Command::new(common::TALLY)
+                .arg("keys")
+                .args(args)
+                .args(["--database-url", &url])
+                .env("TALLY_LOG", "trace")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(input.as_bytes()).await.unwrap();
+            drop(stdin);
+            let out = child.wait_with_output().await.unwrap();
+            assert!(out.status.success(), "keys {args:?}: {out:?}");
+            (
+                String::from_utf8(out.stdout).unwrap(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let (key, created_log) = run(
+        &["create", "--tenant", "acme", "--scopes", "read"],
+        String::new(),
+    )
+    .await;
+    let key = key.trim().to_owned();
+    assert!(key.starts_with("tally_"), "{key}");
+    let (_, list_log) = run(&["list"], String::new()).await;
+    let (_, revoke_log) = run(
+        &["revoke", "--tenant", "acme", "--key-stdin"],
+        format!("{key}\n"),
+    )
+    .await;
+    assert_eq!(ledger.count("api_keys").await, 0, "revoked");
+    let secrets = [key[6..].to_owned(), tally_ledger::keys::hash_secret(&key)];
+    for (command, log) in [
+        ("create", &created_log),
+        ("list", &list_log),
+        ("revoke", &revoke_log),
+    ] {
+        assert!(log.lines().count() > 0, "{command} logged nothing at trace");
+        for secret in &secrets {
+            assert!(
+                !log.contains(secret.as_str()),
+                "{command} logged a secret: {log}"
+            );
+        }
+    }
 }

@@ -13,7 +13,9 @@
 //! - each operation needs exactly the scope it documents;
 //! - responses match their documented schemas; every problem code of the
 //!   SPEC and of docs/ledger-rules.md is documented;
-//! - `/docs` is a page whose assets are all served locally.
+//! - `/docs` is a page whose assets are all served locally;
+//! - every test docs/security.md names exists and runs (on both engines
+//!   when it takes one).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -1097,4 +1099,88 @@ async fn the_reference_page_works_offline(engine: Engine) {
     let r = call(&server, "GET", "/docs/no-such-file.js", None, None).await;
     assert_eq!((r.status, r.code()), (404, "not_found".into()));
     assert!(!is_fallback(&r));
+}
+
+/// The `file › `test`` references of a text: each file, with the names
+/// listed after its `›` (separated by commas, each maybe followed by a
+/// parenthesis).
+fn named_tests(text: &str) -> Vec<(String, String)> {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find(".rs › ") {
+        let start = rest[..at].rfind([' ', '(']).map_or(0, |i| i + 1);
+        let file = rest[start..at + 3].to_owned();
+        let mut tail = &rest[at + ".rs › ".len()..];
+        while let Some(t) = tail.strip_prefix('`') {
+            let Some(end) = t.find('`') else { break };
+            out.push((file.clone(), t[..end].to_owned()));
+            tail = &t[end + 1..];
+            if let Some(t) = tail.strip_prefix(" (") {
+                let mut depth = 1;
+                let close = t.char_indices().find(|&(_, c)| {
+                    depth += match c {
+                        '(' => 1,
+                        ')' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                });
+                tail = close.map_or("", |(i, _)| &t[i + 1..]);
+            }
+            match tail.strip_prefix(", ") {
+                Some(t) => tail = t,
+                None => break,
+            }
+        }
+        rest = tail;
+    }
+    out
+}
+
+/// docs/security.md states only what a test shows, naming it as
+/// file › test: every file it names exists, every test it names is a test
+/// of that file, and an integration test that takes an engine is listed
+/// in the file's `engine_tests!`, so it runs on SQLite and on PostgreSQL.
+#[test]
+fn every_test_named_by_the_security_review_exists_and_runs() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/security.md")).unwrap();
+    for word in doc.split(|c: char| c.is_whitespace() || "(),;`".contains(c)) {
+        let word = word.trim_end_matches(['.', ':']);
+        if word.ends_with(".rs") && word.contains('/') {
+            assert!(
+                repo_root().join(word).is_file(),
+                "docs/security.md names {word}, which does not exist"
+            );
+        }
+    }
+    let named = named_tests(&doc);
+    assert!(
+        named.len() > 50,
+        "only {} tests found: {named:?}",
+        named.len()
+    );
+    for (file, name) in &named {
+        let source = std::fs::read_to_string(repo_root().join(file))
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let at = source
+            .find(&format!("fn {name}("))
+            .unwrap_or_else(|| panic!("docs/security.md names {file} › {name}: no such fn"));
+        if source[at..].starts_with(&format!("fn {name}(engine: Engine)")) {
+            let list = source
+                .split_once("engine_tests!(")
+                .and_then(|(_, l)| l.split_once(");"))
+                .map_or("", |(l, _)| l);
+            assert!(
+                list.split([',', ' ', '\n']).any(|n| n == name),
+                "{file} › {name} takes an engine but is not in its engine_tests!"
+            );
+        } else {
+            let before: String = source[..at].lines().rev().take(3).collect();
+            assert!(
+                before.contains("#[test]") || before.contains("#[tokio::test"),
+                "{file} › {name} is not a test"
+            );
+        }
+    }
 }

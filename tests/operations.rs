@@ -26,6 +26,8 @@ engine_tests!(
     readyz_turns_503_first_when_shutdown_begins,
     a_deleted_key_stops_working_without_a_restart,
     keys_are_listed_and_revoked_from_the_command_line,
+    every_instance_refuses_a_revoked_key_within_the_recheck_interval,
+    no_answer_carries_cors_headers,
 );
 
 /// `tally serve` that is expected to stop by itself: (exit code, stdout, stderr).
@@ -918,4 +920,119 @@ async fn readyz_turns_503_first_when_shutdown_begins(engine: Engine) {
     assert_eq!(server.wait().await, Some(0));
     assert!(signalled.elapsed() >= Duration::from_secs(3));
     assert_eq!(ledger.count("entries").await, 1);
+}
+
+/// Without `--listen` (flag, environment or file) the server binds the
+/// loopback interface only: nothing outside the host reaches it until the
+/// operator says so.
+#[tokio::test]
+async fn by_default_the_server_listens_on_loopback_only() {
+    let (code, out, err) = serve_once(&["--check-config"], &[]).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        line_of(&out, "listen"),
+        "listen = \"127.0.0.1:8080\" # default"
+    );
+}
+
+/// A revoked key stops working on every instance sharing the database no
+/// later than `--key-recheck-ms` after its row is deleted, although each
+/// instance had just confirmed it.
+async fn every_instance_refuses_a_revoked_key_within_the_recheck_interval(engine: Engine) {
+    const RECHECK_MS: u64 = 1_500;
+    let ledger = Ledger::new(engine).await;
+    let revoked = ledger.key("acme", "read").await;
+    let recheck = RECHECK_MS.to_string();
+    let servers = [
+        ledger.server_with(&["--key-recheck-ms", &recheck]).await,
+        ledger.server_with(&["--key-recheck-ms", &recheck]).await,
+    ];
+    for server in &servers {
+        assert_eq!(server.get("/v1/entries", &revoked).await.status, 200);
+    }
+    let hash = tally_ledger::keys::hash_secret(&revoked);
+    ledger
+        .sql(&[&format!("DELETE FROM api_keys WHERE key_hash = '{hash}'")])
+        .await;
+    let deleted = Instant::now();
+    let mut refused_after = Vec::new();
+    for server in &servers {
+        until_refused(server, &revoked).await;
+        refused_after.push(deleted.elapsed());
+    }
+    // Polling steps of 50 ms, and a loaded CI machine's scheduling, on top.
+    let bound = Duration::from_millis(RECHECK_MS + 1_500);
+    assert!(
+        refused_after.iter().all(|t| *t <= bound),
+        "refused after {refused_after:?}, more than {bound:?}"
+    );
+}
+
+/// No answer, to a preflight or to a request that names an Origin, carries
+/// an `Access-Control-*` header: a browser page of another origin cannot
+/// send an authenticated request (its preflight is not allowed) nor read
+/// an answer.
+async fn no_answer_carries_cors_headers(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = ledger.server().await;
+    let origin = "https://attacker.example";
+    let url = |path: &str| format!("{}{path}", server.base);
+    let mut answers = Vec::new();
+    for path in ["/v1/usage-debits", "/v1/entries", "/healthz", "/nowhere"] {
+        answers.push(
+            server
+                .send(
+                    server
+                        .client
+                        .request(reqwest::Method::OPTIONS, url(path))
+                        .header("origin", origin)
+                        .header("access-control-request-method", "POST")
+                        .header(
+                            "access-control-request-headers",
+                            "authorization, content-type",
+                        ),
+                )
+                .await,
+        );
+    }
+    answers.push(
+        server
+            .send(
+                server
+                    .client
+                    .get(url("/v1/entries"))
+                    .bearer_auth(&key)
+                    .header("origin", origin),
+            )
+            .await,
+    );
+    answers.push(
+        server
+            .send(
+                server
+                    .client
+                    .post(url("/v1/usage-debits"))
+                    .bearer_auth(&key)
+                    .header("origin", origin)
+                    .json(&debit("u1", "cust", "1")),
+            )
+            .await,
+    );
+    assert_eq!(answers[4].status, 200, "{:?}", answers[4]);
+    assert_eq!(answers[5].status, 201, "{:?}", answers[5]);
+    for preflight in &answers[..4] {
+        assert!(
+            preflight.status >= 400,
+            "a preflight was answered: {preflight:?}"
+        );
+    }
+    for r in &answers {
+        let cors: Vec<_> = r
+            .headers
+            .keys()
+            .filter(|h| h.as_str().starts_with("access-control-"))
+            .collect();
+        assert!(cors.is_empty(), "CORS headers {cors:?} in {r:?}");
+    }
 }

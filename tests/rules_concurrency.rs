@@ -20,6 +20,7 @@ engine_tests!(
     concurrent_refunds_never_exceed_the_payment,
     expired_holds_are_released_exactly_once_by_many_processes,
     hold_and_capture_racing_the_expiry,
+    concurrent_reversals_of_one_entry_post_one,
 );
 
 const SCOPES: &str = "post,read,admin,audit";
@@ -639,5 +640,52 @@ async fn hold_and_capture_racing_the_expiry(engine: Engine) {
     let b = s[0].balance(&key, "cust").await;
     let posted = (100 - 4 * captured).to_string();
     assert_eq!(amounts(&b), [posted.as_str(), "0", posted.as_str()], "{b}");
+    verify(&ledger).await;
+}
+
+/// Twenty distinct reversals of one debit, raced over two servers: one is
+/// posted, every other is the stored rejection `already_reversed`, and
+/// the debit is compensated exactly once.
+async fn concurrent_reversals_of_one_entry_post_one(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", SCOPES).await;
+    let s = servers(&ledger, 2, &[]).await;
+    let d = s[0]
+        .post("/v1/usage-debits", &key, &debit("u1", "cust", "2.5"))
+        .await;
+    assert_eq!(d.status, 201, "{d:?}");
+    let d = d.json();
+    let calls = (0..20)
+        .map(|i| {
+            (
+                s[i % 2].clone(),
+                "/v1/reversals".to_owned(),
+                json!({"reversal_id": format!("rv_{i}"), "entry_id": d["id"], "reason": "raced"}),
+            )
+        })
+        .collect();
+    let answers = all_at_once(calls, &key).await;
+    let won: Vec<&Resp> = answers.iter().filter(|r| r.status == 201).collect();
+    assert_eq!(won.len(), 1, "exactly one reversal of one entry");
+    let reversal = won[0].json();
+    assert_eq!(
+        (reversal["kind"].as_str(), reversal["amount"].as_str()),
+        (Some("reversal"), Some("2.5"))
+    );
+    for r in answers.iter().filter(|r| r.status != 201) {
+        rejected(r, "already_reversed", "reversal");
+    }
+    for server in &s {
+        assert_eq!(server.balance(&key, "cust").await["posted"], "0");
+    }
+    let entries = s[1].all_entries(&key).await;
+    assert_eq!(entries.len(), 21);
+    let log = gap_free(&entries);
+    answers_match_log(&answers, &log);
+    let posted_reversals = entries
+        .iter()
+        .filter(|e| e["kind"] == "reversal" && e["status"] == "posted")
+        .count();
+    assert_eq!(posted_reversals, 1);
     verify(&ledger).await;
 }

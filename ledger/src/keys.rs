@@ -211,4 +211,17 @@ mod tests {
         assert_eq!(hash_secret(&a).len(), 64);
         assert!(!hash_secret(&a).contains(&a[6..]));
     }
+
+    #[test]
+    fn a_secret_is_256_bits_in_hex_and_its_stored_form_is_its_sha256() {
+        let secret = generate_secret().unwrap();
+        let digits = secret.strip_prefix("tally_").unwrap();
+        assert_eq!(digits.len(), 64, "{secret}");
+        assert!(digits.bytes().all(|b| b.is_ascii_hexdigit()), "{secret}");
+        // FIPS 180-2, appendix B.1: sha256("abc").
+        assert_eq!(
+            hash_secret("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 }

@@ -5,6 +5,8 @@
 //! both engines run the very same decision code.
 
 mod changes;
+#[cfg(test)]
+mod durability_tests;
 mod group;
 mod memory;
 mod postgres;

@@ -219,7 +219,7 @@ pub struct SqliteStore {
     /// whole pool, every group started on a cold cache and read its index
     /// pages again from the WAL (pread) or the map, allocating and freeing
     /// every page buffer (docs/performance-history.md, "Session 10").
-    write_pool: SqlitePool,
+    pub(crate) write_pool: SqlitePool,
     /// Taken before `BEGIN IMMEDIATE` by every write transaction of this
     /// process (groups, the usage projector). SQLite has one write lock,
     /// and a connection that finds it taken polls with sleeps of 1, 2, 5,
