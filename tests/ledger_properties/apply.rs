@@ -67,11 +67,13 @@ impl Model {
             return why("a problem without its code or status".into());
         }
         let rejected_entry = a.body.get("entry").filter(|e| e["status"] == "rejected");
+        // Whether the server refused a counter account by its policy.
+        let mut counter_refused = false;
         let outcome = if let Call::Settings { .. } = call {
             if a.status == 200 {
                 self.match_settings(alts, a)
             } else {
-                self.match_refusal(alts, a, &code)
+                match_refusal(alts, a, &code).map(|_| ())
             }
         } else if a.replayed {
             self.match_replay(alts, a)
@@ -81,8 +83,8 @@ impl Model {
             self.match_reject(alts, a, &code)
         } else if a.status == 409 {
             match_conflict(alts, a, &code)
-        } else if (400..500).contains(&a.status) && a.status != 409 {
-            self.match_refusal(alts, a, &code)
+        } else if (400..500).contains(&a.status) {
+            match_refusal(alts, a, &code).map(|c| counter_refused = c)
         } else {
             Err("an unexpected status".into())
         };
@@ -90,33 +92,9 @@ impl Model {
             return why(m);
         }
         if let Some(c) = counter_alt {
-            let refused = a.status == 422
-                && code == "invalid_request"
-                && errors_name(&a.body, "counter_account");
-            self.counter_policy.insert(c, !refused);
+            self.counter_policy.insert(c, !counter_refused);
         }
         Ok(())
-    }
-
-    fn match_refusal(&mut self, alts: &[Alt], a: &Answer, code: &str) -> Result<(), String> {
-        let on_counter = errors_name(&a.body, "counter_account");
-        let ok = alts.iter().any(|x| match x {
-            Alt::Refuse {
-                status,
-                code: c,
-                counter,
-            } => {
-                *status == a.status
-                    && c.is_none_or(|c| c == code)
-                    && (counter.is_none() || on_counter)
-            }
-            _ => false,
-        });
-        if ok {
-            Ok(())
-        } else {
-            Err("a refusal the rules do not allow".into())
-        }
     }
 
     fn match_replay(&mut self, alts: &[Alt], a: &Answer) -> Result<(), String> {
@@ -440,10 +418,27 @@ fn instant(entry: &Value, field: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-fn errors_name(problem: &Value, field: &str) -> bool {
-    problem["errors"]
-        .as_array()
-        .is_some_and(|es| es.iter().any(|e| e["field"] == field))
+/// Ok(true) when only the refusal of a counter account by policy explains
+/// the answer (a 422 that names `counter_account`, whatever its code).
+fn match_refusal(alts: &[Alt], a: &Answer, code: &str) -> Result<bool, String> {
+    let by_rule = alts.iter().any(|x| {
+        matches!(x, Alt::Refuse { status, code: c, counter: None }
+            if *status == a.status && c.is_none_or(|c| c == code))
+    });
+    if by_rule {
+        return Ok(false);
+    }
+    let names_counter = a.body.to_string().contains("counter_account");
+    let by_policy = a.status == 422
+        && names_counter
+        && alts
+            .iter()
+            .any(|x| matches!(x, Alt::Refuse { counter: Some(_), .. }));
+    if by_policy {
+        Ok(true)
+    } else {
+        Err("a refusal the rules do not allow".into())
+    }
 }
 
 fn match_conflict(alts: &[Alt], a: &Answer, code: &str) -> Result<(), String> {

@@ -165,7 +165,9 @@ pub fn reference_value(json: &str) -> Option<Fx> {
         None => (rest, BigInt::default()),
     };
     let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+    if int.is_empty()
+        || (mantissa.contains('.') && frac.is_empty())
+        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
     // value = digits × 10^(exponent − |frac|), then drop zeros that carry
@@ -232,6 +234,8 @@ mod tests {
         assert_eq!(v("1e9223372036854775807"), None);
         assert_eq!(v("0e-9223372036854775808").as_deref(), Some("0"));
         assert_eq!(v("\"1e3\""), None);
+        assert_eq!(v("\"1.\""), None);
+        assert_eq!(v("\".5\""), None);
         assert_eq!(v("\"-2\"").as_deref(), Some("-2"));
         assert_eq!(v("{\"$serde_json::private::Number\":\"2\"}"), None);
     }

@@ -564,14 +564,14 @@ impl Model {
                     Some(false) => {
                         return vec![Alt::Refuse {
                             status: 422,
-                            code: Some("invalid_request"),
+                            code: None,
                             counter: Some((kind, c.clone())),
                         }]
                     }
                     Some(true) => {}
                     None => alts.push(Alt::Refuse {
                         status: 422,
-                        code: Some("invalid_request"),
+                        code: None,
                         counter: Some((kind, c.clone())),
                     }),
                 }
