@@ -42,6 +42,7 @@ pub async fn after_sequence(run: &mut Run<'_>) -> Result<(), String> {
     usage(run).await?;
     statements(run).await?;
     audit(run, &entries).await?;
+    service(run).await?;
     let (ok, out, err) = run.ledger.tally(&["verify"]).await;
     ensure!(ok, "`tally verify` failed:\n{out}\n{err}");
     Ok(())
@@ -544,5 +545,31 @@ async fn audit(run: &mut Run<'_>, entries: &[Value]) -> Result<(), String> {
     ensure!(ok, "`tally verify --export` of the API's export failed:\n{out}\n{err}");
     let r = run.get(&["v1", "audit", "export"], &[("format", "csv")]).await?;
     ensure!(r.status == 200, "the CSV export answered {}", r.status);
+    Ok(())
+}
+
+/// The service endpoints answer, and the server counted no 5xx answer to
+/// anything since it started (every earlier sequence on it passed).
+async fn service(run: &mut Run<'_>) -> Result<(), String> {
+    for path in ["healthz", "readyz", "openapi.json", "metrics"] {
+        let url = run.url(&[path]);
+        let r = run
+            .server
+            .client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| format!("GET /{path}: no answer: {e}"))?;
+        let status = r.status().as_u16();
+        let text = r.text().await.map_err(|e| format!("GET /{path}: {e}"))?;
+        ensure!(status == 200, "GET /{path} answered {status}: {text}");
+        if path == "metrics" {
+            let errors: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.starts_with('#') && l.contains("status=\"5"))
+                .collect();
+            ensure!(errors.is_empty(), "the server answered 5xx: {errors:?}");
+        }
+    }
     Ok(())
 }
