@@ -19,11 +19,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
 #[path = "ledger_properties/apply.rs"]
 mod apply;
+#[path = "ledger_properties/call.rs"]
+mod call;
 #[path = "ledger_properties/checks.rs"]
 mod checks;
+mod common;
 #[path = "ledger_properties/fx.rs"]
 mod fx;
 #[path = "ledger_properties/gen.rs"]
@@ -41,8 +43,9 @@ use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use serde_json::Value;
 
 use apply::Answer;
+use call::{body_text, resolve_counter, Call, HoldExpiry};
 use gen::{Exclude, Expiry, Op};
-use model::{resolve_counter, Call, HoldExpiry, Model, Window};
+use model::{Model, Window};
 
 engine_tests!(random_operation_sequences_keep_the_ledger_sound);
 
@@ -71,9 +74,12 @@ async fn random_operation_sequences_keep_the_ledger_sound(engine: Engine) {
 fn run(engine: Engine, handle: tokio::runtime::Handle) -> Result<(), String> {
     let cases = env_number("TALLY_PROPTEST_CASES", 16) as u32;
     let max_ops = env_number("TALLY_PROPTEST_OPS", 30) as usize;
-    let seed = env_number("PROPTEST_RNG_SEED", std::time::SystemTime::now()
+    let seed = env_number(
+        "PROPTEST_RNG_SEED",
+        std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64));
+            .map_or(0, |d| d.as_nanos() as u64),
+    );
     let exclude = Exclude::from_env();
     // Each shrinking step replays a whole sequence over HTTP, so few.
     let shrink = env_number("PROPTEST_MAX_SHRINK_ITERS", 48) as u32;
@@ -84,7 +90,11 @@ fn run(engine: Engine, handle: tokio::runtime::Handle) -> Result<(), String> {
         rng_seed: RngSeed::Fixed(seed),
         ..Config::default()
     };
-    let engine_name = if engine.is_postgres() { "postgres" } else { "sqlite" };
+    let engine_name = if engine.is_postgres() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
     eprintln!(
         "ledger_properties ({engine_name}): {cases} cases of up to {max_ops} operations, \
          PROPTEST_RNG_SEED={seed}, excluded: {exclude:?}"
@@ -93,6 +103,7 @@ fn run(engine: Engine, handle: tokio::runtime::Handle) -> Result<(), String> {
     let harness = std::cell::RefCell::new(Harness {
         engine,
         env: None,
+        exclude,
         stats: Stats::default(),
     });
     let mut runner = TestRunner::new(config);
@@ -105,14 +116,15 @@ fn run(engine: Engine, handle: tokio::runtime::Handle) -> Result<(), String> {
     let h = harness.into_inner();
     eprintln!(
         "ledger_properties ({engine_name}): {} sequences, {} operations, {} requests in {:.1} s; \
-         answers {:?}; failing sequences {}\n  writes answered: {:?}",
+         answers {:?}; failing sequences {}\n  writes answered: {:?}\n  failures seen: {:#?}",
         h.stats.cases,
         h.stats.ops,
         h.stats.requests,
         started.elapsed().as_secs_f64(),
         h.stats.statuses,
         h.stats.failures,
-        h.stats.outcomes
+        h.stats.outcomes,
+        h.stats.failure_kinds
     );
     result.map_err(|e| format!("{e}\n(PROPTEST_RNG_SEED={seed} generates the same sequences)"))
 }
@@ -126,6 +138,8 @@ struct Stats {
     statuses: BTreeMap<u16, u64>,
     /// How often each kind of answer to a write was seen (what the run covered).
     outcomes: BTreeMap<String, u64>,
+    /// Every failure seen, shrinking steps included, by its first line.
+    failure_kinds: BTreeMap<String, u64>,
 }
 
 impl Stats {
@@ -154,6 +168,7 @@ struct Harness {
     /// fail every later sequence.
     /// The server first, so that it stops before its database is dropped.
     env: Option<(Server, Ledger)>,
+    exclude: Exclude,
     stats: Stats,
 }
 
@@ -182,6 +197,7 @@ impl Harness {
                 sent: Vec::new(),
                 log: Vec::new(),
                 started: Utc::now(),
+                exclude: self.exclude,
                 stats: &mut self.stats,
             };
             let mut outcome = Ok(());
@@ -199,6 +215,11 @@ impl Harness {
         };
         if let Err(m) = outcome {
             self.stats.failures += 1;
+            *self
+                .stats
+                .failure_kinds
+                .entry(failure_kind(&m))
+                .or_default() += 1;
             self.env = None;
             let log = log.join("\n    ");
             return Err(format!("{m}\n  tenant {tenant}, transcript:\n    {log}"));
@@ -225,6 +246,7 @@ pub struct Run<'a> {
     sent: Vec<Sent>,
     pub log: Vec<String>,
     pub started: DateTime<Utc>,
+    pub exclude: Exclude,
     stats: &'a mut Stats,
 }
 
@@ -416,7 +438,9 @@ impl Run<'_> {
             Call::Refund(..) => (post, url(&["v1", "refunds"])),
             Call::Reversal { .. } => (post, url(&["v1", "reversals"])),
             Call::Adjustment { .. } => (post, url(&["v1", "adjustments"])),
-            Call::Settings { account, .. } => (reqwest::Method::PUT, url(&["v1", "accounts", account])),
+            Call::Settings { account, .. } => {
+                (reqwest::Method::PUT, url(&["v1", "accounts", account]))
+            }
         }
     }
 
@@ -440,7 +464,7 @@ impl Run<'_> {
                     .map(|c| {
                         let mut f = c.fields();
                         f.insert(0, ("type", format!("\"{}\"", c.kind().as_str())));
-                        model::body_text(&f)
+                        body_text(&f)
                     })
                     .collect();
                 Sent {
@@ -457,7 +481,7 @@ impl Run<'_> {
                 Sent {
                     method,
                     url,
-                    body: model::body_text(&call.fields()),
+                    body: body_text(&call.fields()),
                     calls: vec![call],
                     batch: false,
                 }
@@ -547,6 +571,25 @@ impl Run<'_> {
     }
 }
 
+/// A failure's first line without what differs between runs (ports, ids,
+/// numbers), so that failures of one kind count together.
+fn failure_kind(message: &str) -> String {
+    let first = message.lines().next().unwrap_or("");
+    let mut out = String::new();
+    let mut chars = first.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            while chars.peek().is_some_and(|d| d.is_ascii_alphanumeric()) {
+                chars.next();
+            }
+            out.push('N');
+        } else {
+            out.push(c);
+        }
+    }
+    out.chars().take(200).collect()
+}
+
 /// A short summary of an answer for the transcript.
 fn summary(v: &Value) -> String {
     if let Some(results) = v["results"].as_array() {
@@ -565,7 +608,11 @@ fn summary(v: &Value) -> String {
             .collect();
         return format!("[{}]", items.join(", "));
     }
-    let entry = if v.get("entry").is_some() { &v["entry"] } else { v };
+    let entry = if v.get("entry").is_some() {
+        &v["entry"]
+    } else {
+        v
+    };
     let mut s = String::new();
     if let Some(c) = v["code"].as_str() {
         let _ = write!(s, "{c} ");

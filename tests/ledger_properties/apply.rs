@@ -62,7 +62,8 @@ impl Model {
             _ => None,
         });
         let code = text(&a.body, "code");
-        if a.status >= 400 && (code.is_empty() || a.body["status"].as_u64() != Some(a.status.into()))
+        if a.status >= 400
+            && (code.is_empty() || a.body["status"].as_u64() != Some(a.status.into()))
         {
             return why("a problem without its code or status".into());
         }
@@ -161,7 +162,9 @@ impl Model {
                     code: c,
                     effect,
                     learn,
-                } if c.is_none_or(|c| c == code) => Some((c.is_some(), effect.clone(), learn.clone())),
+                } if c.is_none_or(|c| c == code) => {
+                    Some((c.is_some(), effect.clone(), learn.clone()))
+                }
                 _ => None,
             })
             .max_by_key(|(named, _, _)| *named);
@@ -231,9 +234,7 @@ impl Model {
             self.units
                 .entry(account.clone())
                 .or_insert_with(|| unit.clone());
-            self.bal
-                .entry((account.clone(), unit.clone()))
-                .or_default();
+            self.bal.entry((account.clone(), unit.clone())).or_default();
             let id = text(b, "settings_entry_id");
             self.by_id.insert(id.clone(), self.entries.len());
             self.entries.push(ModelEntry {
@@ -257,7 +258,9 @@ impl Model {
         if dec(&b["balance"], "debits") != Some(bal.debits.clone())
             || dec(&b["balance"], "credits") != Some(bal.credits.clone())
         {
-            return Err(format!("the account's balance differs from the model's {bal:?}"));
+            return Err(format!(
+                "the account's balance differs from the model's {bal:?}"
+            ));
         }
         Ok(())
     }
@@ -287,7 +290,10 @@ impl Model {
         if e.kind.moves_money() {
             let d = self.bal.entry((e.debit.clone(), unit.clone())).or_default();
             d.debits = d.debits.add(&e.amount);
-            let c = self.bal.entry((e.credit.clone(), unit.clone())).or_default();
+            let c = self
+                .bal
+                .entry((e.credit.clone(), unit.clone()))
+                .or_default();
             c.credits = c.credits.add(&e.amount);
         }
         for acct in [&e.debit, &e.credit, &e.account] {
@@ -296,7 +302,9 @@ impl Model {
             }
             self.bal.entry((acct.clone(), unit.clone())).or_default();
             if !is_system(acct) {
-                self.units.entry(acct.clone()).or_insert_with(|| unit.clone());
+                self.units
+                    .entry(acct.clone())
+                    .or_insert_with(|| unit.clone());
             }
         }
         let id = text(entry, "id");
@@ -431,9 +439,15 @@ fn match_refusal(alts: &[Alt], a: &Answer, code: &str) -> Result<bool, String> {
     let names_counter = a.body.to_string().contains("counter_account");
     let by_policy = a.status == 422
         && names_counter
-        && alts
-            .iter()
-            .any(|x| matches!(x, Alt::Refuse { counter: Some(_), .. }));
+        && alts.iter().any(|x| {
+            matches!(
+                x,
+                Alt::Refuse {
+                    counter: Some(_),
+                    ..
+                }
+            )
+        });
     if by_policy {
         Ok(true)
     } else {
@@ -450,11 +464,16 @@ fn match_conflict(alts: &[Alt], a: &Answer, code: &str) -> Result<(), String> {
     };
     let got: std::collections::BTreeSet<String> = a.body["differing_fields"]
         .as_array()
-        .map(|v| v.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
+        .map(|v| {
+            v.iter()
+                .filter_map(|f| f.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
-    if code != "idempotency_conflict" || a.body["entry_id"] != entry_id.as_str() || &got != fields
-    {
-        return Err(format!("the conflict should name {entry_id} and {fields:?}"));
+    if code != "idempotency_conflict" || a.body["entry_id"] != entry_id.as_str() || &got != fields {
+        return Err(format!(
+            "the conflict should name {entry_id} and {fields:?}"
+        ));
     }
     Ok(())
 }

@@ -43,6 +43,9 @@ pub async fn after_sequence(run: &mut Run<'_>) -> Result<(), String> {
     statements(run).await?;
     audit(run, &entries).await?;
     service(run).await?;
+    if !run.exclude.hostile_reads {
+        hostile_reads(run).await?;
+    }
     let (ok, out, err) = run.ledger.tally(&["verify"]).await;
     ensure!(ok, "`tally verify` failed:\n{out}\n{err}");
     Ok(())
@@ -55,7 +58,10 @@ async fn settle_holds(run: &mut Run<'_>) -> Result<(), String> {
         .model
         .holds
         .iter()
-        .filter(|(_, h)| h.status == HoldStatus::Open && h.expires_at < Utc::now() + chrono::Duration::seconds(60))
+        .filter(|(_, h)| {
+            h.status == HoldStatus::Open
+                && h.expires_at < Utc::now() + chrono::Duration::seconds(60)
+        })
         .map(|(id, h)| (id.clone(), h.expires_at))
         .collect();
     for (id, expires_at) in open {
@@ -93,7 +99,10 @@ async fn all_entries(run: &mut Run<'_>) -> Result<Vec<Value>, String> {
     loop {
         let after_text = after.to_string();
         let r = run
-            .get(&["v1", "entries"], &[("limit", "7"), ("after_seq", &after_text)])
+            .get(
+                &["v1", "entries"],
+                &[("limit", "7"), ("after_seq", &after_text)],
+            )
             .await?;
         ensure!(r.status == 200, "GET /v1/entries answered {}", r.status);
         let page = r.json["entries"].as_array().cloned().unwrap_or_default();
@@ -128,7 +137,11 @@ fn entries_match_the_model(run: &Run<'_>, entries: &[Value]) -> Result<(), Strin
         .collect();
     for m in &run.model.entries {
         let Some(e) = by_id.get(m.id.as_str()) else {
-            return Err(format!("entry {} ({}) was answered but is not in the log", m.id, m.kind.as_str()));
+            return Err(format!(
+                "entry {} ({}) was answered but is not in the log",
+                m.id,
+                m.kind.as_str()
+            ));
         };
         if !m.first.is_null() {
             ensure!(
@@ -183,7 +196,11 @@ async fn entries_read_back(run: &mut Run<'_>, entries: &[Value]) -> Result<(), S
     for e in entries {
         let id = e["id"].as_str().unwrap_or("").to_owned();
         let r = run.get(&["v1", "entries", &id], &[]).await?;
-        ensure!(r.status == 200, "GET /v1/entries/{id} answered {}", r.status);
+        ensure!(
+            r.status == 200,
+            "GET /v1/entries/{id} answered {}",
+            r.status
+        );
         ensure!(
             without_reversed_by(&r.json) == without_reversed_by(e),
             "GET /v1/entries/{id} differs from the list:\n  {}\n  {e}",
@@ -227,7 +244,9 @@ async fn balances(run: &mut Run<'_>, entries: &[Value]) -> Result<(), String> {
         }
         let r = run.get(&["v1", "accounts", account, "balance"], &q).await?;
         let Some(want) = run.model.bal.get(&(account.clone(), unit.clone())).cloned() else {
-            return Err(format!("{account} ({unit}) moved money the model does not know of"));
+            return Err(format!(
+                "{account} ({unit}) moved money the model does not know of"
+            ));
         };
         ensure!(
             r.status == 200,
@@ -262,7 +281,9 @@ async fn balances(run: &mut Run<'_>, entries: &[Value]) -> Result<(), String> {
         // The same balance as of now, and as of the middle of the log.
         let mut q_at = q.clone();
         q_at.push(("as_of", now.as_str()));
-        let r = run.get(&["v1", "accounts", account, "balance"], &q_at).await?;
+        let r = run
+            .get(&["v1", "accounts", account, "balance"], &q_at)
+            .await?;
         ensure!(
             r.status == 200 && dec(&r.json, "posted") == Some(want.posted()),
             "balance of {account} as of {now} is {} {}",
@@ -271,7 +292,9 @@ async fn balances(run: &mut Run<'_>, entries: &[Value]) -> Result<(), String> {
         );
         let mut q_seq = q.clone();
         q_seq.push(("as_of_seq", mid.as_str()));
-        let r = run.get(&["v1", "accounts", account, "balance"], &q_seq).await?;
+        let r = run
+            .get(&["v1", "accounts", account, "balance"], &q_seq)
+            .await?;
         ensure!(
             r.status == 200,
             "balance of {account} as of seq {mid} answered {}: {}",
@@ -280,13 +303,20 @@ async fn balances(run: &mut Run<'_>, entries: &[Value]) -> Result<(), String> {
         );
     }
     for (unit, sum) in sums {
-        ensure!(sum.is_zero(), "the balances of {unit} sum to {sum:?}, not zero");
+        ensure!(
+            sum.is_zero(),
+            "the balances of {unit} sum to {sum:?}, not zero"
+        );
     }
     // A customer the sequence never touched has no balance.
     for c in CUSTOMERS {
         if !run.model.bal.keys().any(|(a, _)| a == c) {
             let r = run.get(&["v1", "accounts", c, "balance"], &[]).await?;
-            ensure!(r.status == 404, "balance of untouched {c} answered {}", r.status);
+            ensure!(
+                r.status == 404,
+                "balance of untouched {c} answered {}",
+                r.status
+            );
         }
     }
     Ok(())
@@ -305,7 +335,12 @@ async fn accounts(run: &mut Run<'_>) -> Result<(), String> {
             );
             continue;
         };
-        ensure!(r.status == 200, "GET account {c} answered {}: {}", r.status, r.json);
+        ensure!(
+            r.status == 200,
+            "GET account {c} answered {}: {}",
+            r.status,
+            r.json
+        );
         let a = &r.json;
         let version = settings.map_or(0, |s| s.version);
         let overdraft = settings.map_or(Value::from("allow"), |s| s.overdraft.to_json());
@@ -328,9 +363,16 @@ async fn filters(run: &mut Run<'_>, entries: &[Value]) -> Result<(), String> {
     accounts.insert(HOLDS.to_owned());
     for a in &accounts {
         let r = run
-            .get(&["v1", "entries"], &[("account", a.as_str()), ("limit", "1000")])
+            .get(
+                &["v1", "entries"],
+                &[("account", a.as_str()), ("limit", "1000")],
+            )
             .await?;
-        ensure!(r.status == 200, "GET /v1/entries?account={a} answered {}", r.status);
+        ensure!(
+            r.status == 200,
+            "GET /v1/entries?account={a} answered {}",
+            r.status
+        );
         let want: Vec<&Value> = entries
             .iter()
             .filter(|e| e["debit_account"] == a.as_str() || e["credit_account"] == a.as_str())
@@ -340,7 +382,10 @@ async fn filters(run: &mut Run<'_>, entries: &[Value]) -> Result<(), String> {
             .as_array()
             .map(|v| v.iter().map(|e| &e["id"]).collect())
             .unwrap_or_default();
-        ensure!(got == want, "GET /v1/entries?account={a} lists {got:?}, not {want:?}");
+        ensure!(
+            got == want,
+            "GET /v1/entries?account={a} lists {got:?}, not {want:?}"
+        );
     }
     let kinds: BTreeSet<&str> = entries.iter().filter_map(|e| e["kind"].as_str()).collect();
     for k in kinds {
@@ -355,12 +400,17 @@ async fn filters(run: &mut Run<'_>, entries: &[Value]) -> Result<(), String> {
             r.status
         );
     }
-    let from = (run.started - chrono::Duration::seconds(1)).to_rfc3339_opts(SecondsFormat::Micros, true);
+    let from =
+        (run.started - chrono::Duration::seconds(1)).to_rfc3339_opts(SecondsFormat::Micros, true);
     let to = now_text();
     let r = run
         .get(
             &["v1", "entries"],
-            &[("from", from.as_str()), ("to", to.as_str()), ("limit", "1000")],
+            &[
+                ("from", from.as_str()),
+                ("to", to.as_str()),
+                ("limit", "1000"),
+            ],
         )
         .await?;
     let n = r.json["entries"].as_array().map_or(0, Vec::len);
@@ -403,7 +453,12 @@ async fn usage(run: &mut Run<'_>) -> Result<(), String> {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let r = loop {
             let r = run.get(&["v1", "accounts", c, "usage"], &[]).await?;
-            ensure!(r.status == 200, "GET usage of {c} answered {}: {}", r.status, r.json);
+            ensure!(
+                r.status == 200,
+                "GET usage of {c} answered {}: {}",
+                r.status,
+                r.json
+            );
             if r.json["current_as_of_seq"] == r.json["head_seq"] {
                 break r;
             }
@@ -459,13 +514,18 @@ async fn usage(run: &mut Run<'_>) -> Result<(), String> {
         let r = run
             .get(&["v1", "accounts", c, "usage"], &[("granularity", "month")])
             .await?;
-        ensure!(r.status == 200, "monthly usage of {c} answered {}", r.status);
+        ensure!(
+            r.status == 200,
+            "monthly usage of {c} answered {}",
+            r.status
+        );
     }
     Ok(())
 }
 
 async fn statements(run: &mut Run<'_>) -> Result<(), String> {
-    let from = (run.started - chrono::Duration::seconds(1)).to_rfc3339_opts(SecondsFormat::Micros, true);
+    let from =
+        (run.started - chrono::Duration::seconds(1)).to_rfc3339_opts(SecondsFormat::Micros, true);
     let to = now_text();
     let accounts: Vec<(String, String)> = run.model.bal.keys().cloned().collect();
     for (account, unit) in accounts {
@@ -473,7 +533,9 @@ async fn statements(run: &mut Run<'_>) -> Result<(), String> {
         if is_system(&account) {
             q.push(("unit", unit.as_str()));
         }
-        let r = run.get(&["v1", "accounts", &account, "statement"], &q).await?;
+        let r = run
+            .get(&["v1", "accounts", &account, "statement"], &q)
+            .await?;
         ensure!(
             r.status == 200,
             "statement of {account} ({unit}) answered {}: {}",
@@ -518,7 +580,9 @@ async fn audit(run: &mut Run<'_>, entries: &[Value]) -> Result<(), String> {
     let text = String::from_utf8_lossy(&r.raw).into_owned();
     let lines: Vec<Value> = text
         .lines()
-        .map(|l| serde_json::from_str(l).map_err(|e| format!("an export line is not JSON ({e}): {l}")))
+        .map(|l| {
+            serde_json::from_str(l).map_err(|e| format!("an export line is not JSON ({e}): {l}"))
+        })
         .collect::<Result<_, _>>()?;
     ensure!(
         lines.len() as i64 == n + 2
@@ -542,8 +606,13 @@ async fn audit(run: &mut Run<'_>, entries: &[Value]) -> Result<(), String> {
     std::fs::write(&file, &r.raw).map_err(|e| e.to_string())?;
     let file = file.display().to_string();
     let (ok, out, err) = run.ledger.tally(&["verify", "--export", &file]).await;
-    ensure!(ok, "`tally verify --export` of the API's export failed:\n{out}\n{err}");
-    let r = run.get(&["v1", "audit", "export"], &[("format", "csv")]).await?;
+    ensure!(
+        ok,
+        "`tally verify --export` of the API's export failed:\n{out}\n{err}"
+    );
+    let r = run
+        .get(&["v1", "audit", "export"], &[("format", "csv")])
+        .await?;
     ensure!(r.status == 200, "the CSV export answered {}", r.status);
     Ok(())
 }
@@ -569,6 +638,36 @@ async fn service(run: &mut Run<'_>) -> Result<(), String> {
                 .filter(|l| !l.starts_with('#') && l.contains("status=\"5"))
                 .collect();
             ensure!(errors.is_empty(), "the server answered 5xx: {errors:?}");
+        }
+    }
+    Ok(())
+}
+
+/// Names no request body may carry are refused in paths and queries too:
+/// a 4xx, never a 5xx.
+async fn hostile_reads(run: &mut Run<'_>) -> Result<(), String> {
+    let long = "x".repeat(200);
+    let from =
+        (run.started - chrono::Duration::seconds(1)).to_rfc3339_opts(SecondsFormat::Micros, true);
+    let to = now_text();
+    let period = [("from", from.as_str()), ("to", to.as_str())];
+    for bad in ["a\u{0}b", "a\u{1b}b", long.as_str()] {
+        let reads: Vec<(Vec<&str>, Vec<(&str, &str)>)> = vec![
+            (vec!["v1", "accounts", bad, "balance"], vec![]),
+            (vec!["v1", "accounts", bad], vec![]),
+            (vec!["v1", "accounts", bad, "usage"], vec![]),
+            (vec!["v1", "accounts", bad, "statement"], period.to_vec()),
+            (vec!["v1", "entries", bad], vec![]),
+            (vec!["v1", "holds", bad], vec![]),
+            (vec!["v1", "entries"], vec![("account", bad)]),
+        ];
+        for (segments, query) in reads {
+            let r = run.get(&segments, &query).await?;
+            ensure!(
+                (400..500).contains(&r.status),
+                "GET {segments:?} {query:?} answered {}",
+                r.status
+            );
         }
     }
     Ok(())

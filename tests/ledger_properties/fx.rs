@@ -66,7 +66,11 @@ impl Fx {
         {
             return None;
         }
-        Some(Fx::from_digits(negative, &format!("{int}{frac}"), frac.len()))
+        Some(Fx::from_digits(
+            negative,
+            &format!("{int}{frac}"),
+            frac.len(),
+        ))
     }
 
     pub fn is_zero(&self) -> bool {
@@ -167,7 +171,8 @@ pub fn reference_value(json: &str) -> Option<Fx> {
     let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     if int.is_empty()
         || (mantissa.contains('.') && frac.is_empty())
-        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     // value = digits × 10^(exponent − |frac|), then drop zeros that carry
@@ -180,7 +185,11 @@ pub fn reference_value(json: &str) -> Option<Fx> {
     let trimmed = significant.trim_end_matches('0');
     let exp = exponent - BigInt::from(frac.len()) + BigInt::from(significant.len() - trimmed.len());
     let zero = BigInt::default();
-    let integer_zeros = if exp > zero { exp.clone() } else { zero.clone() };
+    let integer_zeros = if exp > zero {
+        exp.clone()
+    } else {
+        zero.clone()
+    };
     if BigInt::from(trimmed.len()) + &integer_zeros > BigInt::from(MAX_DIGITS) {
         return None;
     }
@@ -224,7 +233,10 @@ mod tests {
         assert_eq!(v("\"1.50\"").as_deref(), Some("1.5"));
         assert_eq!(v("15e-1").as_deref(), Some("1.5"));
         assert_eq!(v("1.5E+2").as_deref(), Some("150"));
-        assert_eq!(v("10000000000000000000000000000000e-30").as_deref(), Some("10"));
+        assert_eq!(
+            v("10000000000000000000000000000000e-30").as_deref(),
+            Some("10")
+        );
         assert_eq!(v("1e27").as_deref(), Some("1000000000000000000000000000"));
         assert_eq!(v("1e28"), None);
         assert_eq!(v("1e-18").as_deref(), Some("0.000000000000000001"));
@@ -252,6 +264,9 @@ mod tests {
         let longer = Fx::parse("100000000000.000000000000000001").unwrap();
         assert_eq!(longer.fit(), Fit::Beyond);
         assert_eq!(Fx::parse("-0.50").unwrap().canonical(), "-0.5");
-        assert_eq!(Fx::parse("0.000000000000000001").unwrap().canonical(), "0.000000000000000001");
+        assert_eq!(
+            Fx::parse("0.000000000000000001").unwrap().canonical(),
+            "0.000000000000000001"
+        );
     }
 }

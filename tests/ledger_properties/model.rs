@@ -18,8 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value;
 
+pub use super::call::{Call, HoldExpiry};
 use super::fx::{reference_value, Fit, Fx};
-use super::gen::{self, Amt, Counter};
+use super::gen::Amt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
@@ -51,10 +52,7 @@ impl Kind {
 
     /// Kinds that move posted money (the others change `held` or nothing).
     pub fn moves_money(self) -> bool {
-        !matches!(
-            self,
-            Kind::Hold | Kind::HoldRelease | Kind::AccountSettings
-        )
+        !matches!(self, Kind::Hold | Kind::HoldRelease | Kind::AccountSettings)
     }
 }
 
@@ -67,178 +65,6 @@ const ADJUSTMENTS: &str = "@adjustments";
 pub struct Window {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
-}
-
-/// A hold's expiry as sent.
-#[derive(Clone, Debug)]
-pub enum HoldExpiry {
-    At(String, DateTime<Utc>),
-    Ttl(i64),
-}
-
-/// An operation with everything resolved that depends on the run: the
-/// counter account, the expiry instant, the entry a reversal names.
-#[derive(Clone, Debug)]
-pub enum Call {
-    Debit(gen::Debit, Option<String>),
-    Payment(gen::Payment, Option<String>),
-    Hold(gen::Hold, Option<String>, HoldExpiry),
-    Capture {
-        hold: String,
-        id: String,
-        amount: Amt,
-    },
-    Release {
-        hold: String,
-        id: String,
-    },
-    Refund(gen::Refund),
-    Reversal {
-        id: String,
-        entry_id: String,
-    },
-    Adjustment {
-        id: String,
-        account: String,
-        amount: Amt,
-        direction: String,
-        unit: Option<String>,
-    },
-    Settings {
-        account: String,
-        unit: String,
-        overdraft: Option<String>,
-    },
-}
-
-pub fn resolve_counter(counter: &Option<Counter>, account: &str) -> Option<String> {
-    counter.as_ref().map(|c| match c {
-        Counter::Named(n) => n.clone(),
-        Counter::Same => account.to_owned(),
-    })
-}
-
-impl Call {
-    pub fn kind(&self) -> Kind {
-        match self {
-            Call::Debit(..) => Kind::UsageDebit,
-            Call::Payment(..) => Kind::Payment,
-            Call::Hold(..) => Kind::Hold,
-            Call::Capture { .. } => Kind::HoldCapture,
-            Call::Release { .. } => Kind::HoldRelease,
-            Call::Refund(..) => Kind::Refund,
-            Call::Reversal { .. } => Kind::Reversal,
-            Call::Adjustment { .. } => Kind::Adjustment,
-            Call::Settings { .. } => Kind::AccountSettings,
-        }
-    }
-
-    /// The body's fields as (name, raw JSON).
-    pub fn fields(&self) -> Vec<(&'static str, String)> {
-        let s = |v: &str| Value::String(v.to_owned()).to_string();
-        let mut f: Vec<(&'static str, String)> = Vec::new();
-        match self {
-            Call::Debit(d, counter) => {
-                f.push(("usage_record_id", s(&d.id)));
-                f.push(("account", s(&d.account)));
-                f.push(("amount", d.amount.0.clone()));
-                f.push(("unit", s(&d.unit)));
-                if let Some(c) = counter {
-                    f.push(("counter_account", s(c)));
-                }
-                if let Some(m) = &d.meter {
-                    f.push(("meter", s(m)));
-                }
-                if let Some(q) = &d.quantity {
-                    f.push(("quantity", q.0.clone()));
-                }
-                if let Some(t) = &d.occurred_at {
-                    f.push(("occurred_at", s(t)));
-                }
-                if let Some(m) = &d.metadata {
-                    f.push(("metadata", format!("{{\"n\":{}}}", s(m))));
-                }
-            }
-            Call::Payment(p, counter) => {
-                f.push(("payment_id", s(&p.id)));
-                f.push(("account", s(&p.account)));
-                f.push(("amount", p.amount.0.clone()));
-                f.push(("unit", s(&p.unit)));
-                if let Some(c) = counter {
-                    f.push(("counter_account", s(c)));
-                }
-                if let Some(p) = &p.processor {
-                    f.push(("processor", s(p)));
-                }
-            }
-            Call::Hold(h, counter, expiry) => {
-                f.push(("hold_id", s(&h.id)));
-                f.push(("account", s(&h.account)));
-                f.push(("amount", h.amount.0.clone()));
-                f.push(("unit", s(&h.unit)));
-                match expiry {
-                    HoldExpiry::At(text, _) => f.push(("expires_at", s(text))),
-                    HoldExpiry::Ttl(t) => f.push(("ttl_seconds", t.to_string())),
-                }
-                if let Some(c) = counter {
-                    f.push(("counter_account", s(c)));
-                }
-            }
-            Call::Capture { id, amount, .. } => {
-                f.push(("capture_id", s(id)));
-                f.push(("amount", amount.0.clone()));
-            }
-            Call::Release { id, .. } => f.push(("release_id", s(id))),
-            Call::Refund(r) => {
-                f.push(("refund_id", s(&r.id)));
-                f.push(("payment_id", s(&r.payment)));
-                f.push(("amount", r.amount.0.clone()));
-                if let Some(reason) = &r.reason {
-                    f.push(("reason", s(reason)));
-                }
-            }
-            Call::Reversal { id, entry_id } => {
-                f.push(("reversal_id", s(id)));
-                f.push(("entry_id", s(entry_id)));
-                f.push(("reason", s("correction")));
-            }
-            Call::Adjustment {
-                id,
-                account,
-                amount,
-                direction,
-                unit,
-            } => {
-                f.push(("adjustment_id", s(id)));
-                f.push(("account", s(account)));
-                f.push(("amount", amount.0.clone()));
-                f.push(("direction", s(direction)));
-                f.push(("reason", s("support credit")));
-                if let Some(u) = unit {
-                    f.push(("unit", s(u)));
-                }
-            }
-            Call::Settings {
-                unit, overdraft, ..
-            } => {
-                f.push(("unit", s(unit)));
-                if let Some(o) = overdraft {
-                    f.push(("overdraft", o.clone()));
-                }
-            }
-        }
-        f
-    }
-}
-
-/// The body of a request: the fields in order, values as raw JSON text
-/// (so a number keeps exactly the digits generated).
-pub fn body_text(fields: &[(&str, String)]) -> String {
-    let parts: Vec<String> = fields
-        .iter()
-        .map(|(k, v)| format!("{}:{v}", Value::String((*k).to_owned())))
-        .collect();
-    format!("{{{}}}", parts.join(","))
 }
 
 // ---------------------------------------------------------------- names
@@ -258,8 +84,7 @@ fn valid_customer(v: &str) -> bool {
 fn valid_unit(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= 32
-        && v
-            .bytes()
+        && v.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
 }
 
@@ -682,7 +507,9 @@ impl Model {
                 p.insert("amount", amount.canonical());
                 p.insert("unit", h.unit.clone());
                 match expiry {
-                    HoldExpiry::At(_, t) => p.insert("expires_at", t.timestamp_micros().to_string()),
+                    HoldExpiry::At(_, t) => {
+                        p.insert("expires_at", t.timestamp_micros().to_string())
+                    }
                     HoldExpiry::Ttl(t) => p.insert("ttl_seconds", t.to_string()),
                 };
                 if let Some(c) = counter {
@@ -873,7 +700,13 @@ impl Model {
                     return refuse(404, "not_found");
                 };
                 let amount = positive(&r.amount).unwrap_or_default();
-                let mut e = effect(&pay.account, &pay.credit, &pay.debit, amount.clone(), &pay.unit);
+                let mut e = effect(
+                    &pay.account,
+                    &pay.credit,
+                    &pay.debit,
+                    amount.clone(),
+                    &pay.unit,
+                );
                 e.record = Record::Refunded(r.payment.clone());
                 let refundable = if pay.posted && !self.reversed.contains_key(&pay.entry_id) {
                     pay.amount.clone()
@@ -1030,11 +863,7 @@ impl Model {
         if is_system(account) {
             return (true, false);
         }
-        let Some(floor) = self
-            .settings
-            .get(account)
-            .and_then(|s| s.overdraft.floor())
-        else {
+        let Some(floor) = self.settings.get(account).and_then(|s| s.overdraft.floor()) else {
             return (true, false);
         };
         let taken = if holds { &e.held_delta } else { &e.amount };
@@ -1059,7 +888,10 @@ impl Model {
             let mut d = get(&e.debit);
             d.debits = d.debits.add(&e.amount);
             after.insert(e.debit.clone(), d);
-            let mut c = after.get(&e.credit).cloned().unwrap_or_else(|| get(&e.credit));
+            let mut c = after
+                .get(&e.credit)
+                .cloned()
+                .unwrap_or_else(|| get(&e.credit));
             c.credits = c.credits.add(&e.amount);
             after.insert(e.credit.clone(), c);
         }
