@@ -643,6 +643,9 @@ async fn service(run: &mut Run<'_>) -> Result<(), String> {
     Ok(())
 }
 
+/// A read: path segments and query pairs.
+type Read<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+
 /// Names no request body may carry are refused in paths and queries too:
 /// a 4xx, never a 5xx.
 async fn hostile_reads(run: &mut Run<'_>) -> Result<(), String> {
@@ -652,7 +655,7 @@ async fn hostile_reads(run: &mut Run<'_>) -> Result<(), String> {
     let to = now_text();
     let period = [("from", from.as_str()), ("to", to.as_str())];
     for bad in ["a\u{0}b", "a\u{1b}b", long.as_str()] {
-        let reads: Vec<(Vec<&str>, Vec<(&str, &str)>)> = vec![
+        let reads: Vec<Read> = vec![
             (vec!["v1", "accounts", bad, "balance"], vec![]),
             (vec!["v1", "accounts", bad], vec![]),
             (vec!["v1", "accounts", bad, "usage"], vec![]),
