@@ -898,17 +898,22 @@ impl Model {
         after
             .entry(e.account.clone())
             .or_insert_with(|| get(&e.account));
+        // What is held may be uncertain (a hold past its expiry, maybe
+        // released): judged with each extreme, a total that fits with one
+        // of them may be the truth.
+        let mut with_sure = Vec::new();
+        let mut with_most = Vec::new();
         for (a, b) in &after {
             values.extend([b.debits.clone(), b.credits.clone(), b.posted()]);
             let (sure, most) = self.held(a, &e.unit, w);
-            for held in [sure, most] {
+            for (held, out) in [(sure, &mut with_sure), (most, &mut with_most)] {
                 let held = if *a == e.account {
                     held.add(&e.held_delta)
                 } else {
                     held
                 };
-                values.push(held.clone());
-                values.push(b.posted().sub(&held));
+                out.push(b.posted().sub(&held));
+                out.push(held);
             }
         }
         if e.kind == Kind::UsageDebit {
@@ -923,7 +928,19 @@ impl Model {
                 values.push(row.quantity.add(&q));
             }
         }
-        values.iter().map(Fx::fit).max().unwrap_or(Fit::Fine)
+        let worst = |extra: &[Fx]| {
+            values
+                .iter()
+                .chain(extra)
+                .map(Fx::fit)
+                .max()
+                .unwrap_or(Fit::Fine)
+        };
+        match (worst(&with_sure), worst(&with_most)) {
+            (Fit::Beyond, Fit::Beyond) => Fit::Beyond,
+            (Fit::Fine, Fit::Fine) => Fit::Fine,
+            _ => Fit::Long,
+        }
     }
 }
 
