@@ -261,8 +261,6 @@ pub struct Model {
     pub usage: BTreeMap<UsageKey, UsageRow>,
     /// Whether a (kind, system counter account) passed validation.
     pub counter_policy: BTreeMap<(Kind, String), bool>,
-    /// Accounts the sequence named in a valid request.
-    pub named: BTreeSet<String>,
 }
 
 // ---------------------------------------------------------------- expectations
@@ -362,12 +360,13 @@ impl Model {
         (sure, most)
     }
 
+    /// Held on an account by every hold the model knows to be open (exact
+    /// once the sweep has released every expired hold).
     pub fn held_now(&self, account: &str, unit: &str) -> Fx {
-        let w = Window {
-            start: DateTime::<Utc>::MIN_UTC,
-            end: DateTime::<Utc>::MIN_UTC,
-        };
-        self.held(account, unit, &w).1
+        self.holds
+            .values()
+            .filter(|h| h.status == HoldStatus::Open && h.account == account && h.unit == unit)
+            .fold(Fx::zero(), |sum, h| sum.add(&h.amount))
     }
 
     /// The answers the rules allow for `call`, decided during `w`.
