@@ -32,6 +32,7 @@ pub mod stats;
 pub mod store;
 pub mod usage;
 pub mod verify;
+pub mod wide;
 pub mod writer;
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 use hashbrown::HashMap;
 use rust_decimal::Decimal;
 
+use crate::total;
+
 /// The running totals of one account in one unit.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AccountBalance {
@@ -11,12 +13,38 @@ pub struct AccountBalance {
 
 impl AccountBalance {
     /// `credits − debits`: a customer who used more than they paid is negative.
+    ///
+    /// Exact for every balance the ledger stores or folds: their totals,
+    /// `posted` and `available` included, stay inside the amount domain
+    /// ([`crate::total`]), which a `Decimal` subtraction never rounds.
     pub fn posted(&self) -> Decimal {
         self.credits - self.debits
     }
 
     pub fn available(&self) -> Decimal {
         self.posted() - self.held
+    }
+
+    /// The first of this balance's totals (`debits`, `credits`, `held`,
+    /// `posted`, `available`) outside the amount domain; `None` when all
+    /// are inside.
+    pub fn total_out_of_domain(&self) -> Option<&'static str> {
+        if !total::in_domain(self.debits) {
+            return Some("debits");
+        }
+        if !total::in_domain(self.credits) {
+            return Some("credits");
+        }
+        if !total::in_domain(self.held) {
+            return Some("held");
+        }
+        let Some(posted) = total::sub(self.credits, self.debits) else {
+            return Some("posted");
+        };
+        if total::sub(posted, self.held).is_none() {
+            return Some("available");
+        }
+        None
     }
 }
 
@@ -37,7 +65,7 @@ pub enum Side {
     Credit,
 }
 
-/// A total went past what a `Decimal` can hold (about 7.9e28).
+/// A total of `account` would leave the amount domain ([`crate::total`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BalanceOverflow {
     pub account: String,
@@ -75,24 +103,27 @@ impl BalanceProjection {
             .and_then(|accounts| accounts.get(account))
     }
 
-    /// Applies one posting. On overflow nothing is changed.
+    /// Applies one posting, adding exactly ([`crate::total::add`]). When a
+    /// total would leave the amount domain nothing is changed.
     pub fn apply(&mut self, posting: &Posting<'_>) -> Result<(), BalanceOverflow> {
-        let debited = self
-            .get(posting.debit_account, posting.unit)
-            .map(|b| b.debits)
-            .unwrap_or_default()
-            .checked_add(posting.amount)
-            .ok_or_else(|| BalanceOverflow {
-                account: posting.debit_account.to_owned(),
-            })?;
-        let credited = self
-            .get(posting.credit_account, posting.unit)
-            .map(|b| b.credits)
-            .unwrap_or_default()
-            .checked_add(posting.amount)
-            .ok_or_else(|| BalanceOverflow {
-                account: posting.credit_account.to_owned(),
-            })?;
+        let debited = total::add(
+            self.get(posting.debit_account, posting.unit)
+                .map(|b| b.debits)
+                .unwrap_or_default(),
+            posting.amount,
+        )
+        .ok_or_else(|| BalanceOverflow {
+            account: posting.debit_account.to_owned(),
+        })?;
+        let credited = total::add(
+            self.get(posting.credit_account, posting.unit)
+                .map(|b| b.credits)
+                .unwrap_or_default(),
+            posting.amount,
+        )
+        .ok_or_else(|| BalanceOverflow {
+            account: posting.credit_account.to_owned(),
+        })?;
         self.slot(posting.debit_account, posting.unit).debits = debited;
         self.slot(posting.credit_account, posting.unit).credits = credited;
         Ok(())
@@ -102,9 +133,8 @@ impl BalanceProjection {
     /// postings grouped by account (the rebuild reads the log that way).
     /// Postings fold to the same totals whether applied one by one through
     /// [`BalanceProjection::apply`] or summed per side here: decimal addition
-    /// is exact, so the order does not matter. On overflow nothing is
-    /// changed (an account seen for the first time starts at zero, and
-    /// zero plus any amount cannot overflow).
+    /// is exact, so the order does not matter. When the total would leave
+    /// the amount domain nothing is changed.
     pub fn add(
         &mut self,
         account: &str,
@@ -113,11 +143,11 @@ impl BalanceProjection {
         amount: Decimal,
     ) -> Result<(), BalanceOverflow> {
         let balance = self.slot(account, unit);
-        let total = match side {
+        let sum = match side {
             Side::Debit => &mut balance.debits,
             Side::Credit => &mut balance.credits,
         };
-        *total = total.checked_add(amount).ok_or_else(|| BalanceOverflow {
+        *sum = total::add(*sum, amount).ok_or_else(|| BalanceOverflow {
             account: account.to_owned(),
         })?;
         Ok(())
@@ -132,12 +162,9 @@ impl BalanceProjection {
         delta: Decimal,
     ) -> Result<(), BalanceOverflow> {
         let balance = self.slot(account, unit);
-        balance.held = balance
-            .held
-            .checked_add(delta)
-            .ok_or_else(|| BalanceOverflow {
-                account: account.to_owned(),
-            })?;
+        balance.held = total::add(balance.held, delta).ok_or_else(|| BalanceOverflow {
+            account: account.to_owned(),
+        })?;
         Ok(())
     }
 
@@ -249,13 +276,14 @@ mod tests {
     }
 
     #[test]
-    fn overflow_changes_nothing() {
+    fn leaving_the_domain_changes_nothing() {
+        let nines = d("9999999999999999999999999999");
         let mut p = BalanceProjection::new();
         p.insert(
             "cust",
             "USD",
             AccountBalance {
-                debits: Decimal::MAX,
+                debits: nines,
                 ..Default::default()
             },
         );
@@ -270,16 +298,57 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.account, "cust");
         assert_eq!(p, before);
-
-        let err = p.add("cust", "USD", Side::Debit, d("1")).unwrap_err();
+        // rust_decimal would round this sum back to `nines`.
+        let err = p
+            .add("cust", "USD", Side::Debit, d("0.000000000000000001"))
+            .unwrap_err();
         assert_eq!(err.account, "cust");
         assert_eq!(p, before);
-        p.add_held("cust", "USD", Decimal::MAX).unwrap();
+        p.add_held("cust", "USD", nines).unwrap();
         let held = p.clone();
         assert!(p.add_held("cust", "USD", d("1")).is_err());
         assert_eq!(p, held);
-        // A new account starts at zero: adding to it cannot overflow.
-        p.add("new", "USD", Side::Credit, Decimal::MAX).unwrap();
-        assert_eq!(p.get("new", "USD").unwrap().credits, Decimal::MAX);
+        // A new account starts at zero.
+        p.add("new", "USD", Side::Credit, nines).unwrap();
+        assert_eq!(p.get("new", "USD").unwrap().credits, nines);
+        assert!(p.add("new2", "USD", Side::Credit, Decimal::MAX).is_err());
+    }
+
+    #[test]
+    fn derived_totals_are_checked_too() {
+        let nines = d("9999999999999999999999999999");
+        let b = |debits: &str, credits: &str, held: &str| AccountBalance {
+            debits: d(debits),
+            credits: d(credits),
+            held: d(held),
+        };
+        assert_eq!(b("1", "2", "0").total_out_of_domain(), None);
+        assert_eq!(
+            AccountBalance {
+                debits: nines,
+                credits: Decimal::ZERO,
+                held: Decimal::ZERO
+            }
+            .total_out_of_domain(),
+            None
+        );
+        assert_eq!(
+            AccountBalance {
+                debits: nines,
+                credits: d("0.000000000000000001"),
+                held: Decimal::ZERO
+            }
+            .total_out_of_domain(),
+            Some("posted")
+        );
+        assert_eq!(
+            AccountBalance {
+                debits: Decimal::ZERO,
+                credits: nines,
+                held: d("-1")
+            }
+            .total_out_of_domain(),
+            Some("available")
+        );
     }
 }

@@ -7,5 +7,6 @@
 //! is identical" true by construction rather than by testing luck.
 
 mod balance;
+pub mod total;
 
 pub use balance::{AccountBalance, BalanceOverflow, BalanceProjection, Posting, Side};
