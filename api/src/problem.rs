@@ -386,13 +386,6 @@ fn decision_answer(decision: Decision) -> Answer {
         Decision::Unchanged(_) => {
             ApiError::Internal("a settings decision reached a money endpoint".into()).answer()
         }
-        Decision::Refused(Refusal::BalanceOverflow { account }) => {
-            invalid(&ValidationErrors::single(
-                "amount",
-                format!("would overflow the balance of {account:?}"),
-            ))
-            .answer()
-        }
     }
 }
 

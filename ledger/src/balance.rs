@@ -50,6 +50,27 @@ impl BalanceView {
     }
 }
 
+impl BalanceView {
+    /// A balance folded from the log ([`crate::statement::AccountFold`]).
+    pub fn of_fold(
+        account: &str,
+        unit: &str,
+        b: &crate::statement::WideBalance,
+        as_of_seq: i64,
+    ) -> Self {
+        Self {
+            account: account.to_owned(),
+            unit: unit.to_owned(),
+            debits: b.debits.to_string(),
+            credits: b.credits.to_string(),
+            posted: b.posted().to_string(),
+            held: b.held.to_string(),
+            available: b.available().to_string(),
+            as_of_seq,
+        }
+    }
+}
+
 /// The balance row of `unit`, or the only one when `unit` is not given: a
 /// system account holding several units needs it (422 listing them). No
 /// row (an account without entries, or not in that unit) is 404.
@@ -98,5 +119,5 @@ pub async fn read_balance(
     // account closes a hold that is not among them (statement::AccountFold).
     let balance =
         crate::statement::fold_until_seq(storage, tenant, account, &row.unit, seq).await?;
-    Ok(BalanceView::new(account, &row.unit, &balance, seq))
+    Ok(BalanceView::of_fold(account, &row.unit, &balance, seq))
 }

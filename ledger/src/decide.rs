@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
-use tally_projections::{AccountBalance, BalanceProjection, Posting};
+use tally_projections::{total, AccountBalance, BalanceProjection};
 
 use crate::amount::canonical;
 use crate::chain::{entry_hash, Head};
@@ -27,6 +27,7 @@ use crate::fingerprint::differing_fields;
 use crate::intent::{Action, Direction, EntryKind, Intent};
 use crate::names::{is_system_account, ADJUSTMENTS_ACCOUNT, HOLDS_ACCOUNT};
 use crate::state::{AccountSettings, HoldRecord, HoldStatus, StateKey, StateValue};
+use crate::wide::WideDecimal;
 
 /// Farthest in the future a hold may expire.
 pub const MAX_HOLD_HORIZON_DAYS: i64 = 366;
@@ -95,8 +96,6 @@ pub enum Refusal {
         account: String,
         existing_unit: String,
     },
-    /// A balance would exceed what an exact decimal can hold.
-    BalanceOverflow { account: String },
     /// The hold, payment or entry `field` names does not exist.
     NotFound { field: &'static str, id: String },
     /// The request cannot apply to what it names.
@@ -217,7 +216,8 @@ enum RecordChange {
     Settings(crate::intent::SettingsChange, i64),
     OpenHold(HoldRecord),
     CloseHold(String, HoldStatus),
-    AddRefunded(String, Decimal),
+    /// The refunded total of a payment becomes this.
+    SetRefunded(String, Decimal),
     Reversed(String),
 }
 
@@ -238,6 +238,9 @@ struct Plan {
     checks_floor: bool,
     /// Decided by a rule before any balance is looked at.
     rejection: Option<Rejection>,
+    /// Why a total other than a balance (a payment's refunded total) would
+    /// leave the amount domain; it rejects the plan after the floor check.
+    total_out_of_range: Option<String>,
     /// Applied when posted.
     on_posted: Vec<RecordChange>,
     /// Applied when rejected (a rejected hold is remembered as such).
@@ -264,6 +267,7 @@ impl Plan {
             held_delta: Decimal::ZERO,
             checks_floor: false,
             rejection: None,
+            total_out_of_range: None,
             on_posted: Vec::new(),
             on_rejected: Vec::new(),
         }
@@ -311,7 +315,90 @@ fn decide_one(
     if plan.rejection.is_none() && plan.checks_floor {
         check_floor(state, &mut plan);
     }
-    append(state, intent, plan, now, new_entry_id, out)
+    let balances = if plan.rejection.is_none() {
+        match new_balances(state, &plan) {
+            Ok(balances) => balances,
+            Err(message) => {
+                plan.reject(TOTAL_OUT_OF_RANGE, message);
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    append(state, intent, plan, balances, now, new_entry_id, out)
+}
+
+/// The code of the stored rejection of an intent whose effect would take a
+/// total outside the amount domain (docs/ledger-rules.md, "Limits").
+pub const TOTAL_OUT_OF_RANGE: &str = "total_out_of_range";
+
+/// The exact value of `d` (every amount and stored total has at most 18
+/// fractional digits; a decimal with more, which nothing stores, reads as
+/// zero in a message or comparison rather than failing the decision).
+fn wide(d: Decimal) -> WideDecimal {
+    WideDecimal::from_decimal(d).unwrap_or_default()
+}
+
+/// Why the total `what` of `account` cannot become `value`.
+fn out_of_range(what: &str, account: &str, value: &WideDecimal, unit: &str) -> String {
+    format!(
+        "{what} of {account} would be {value} {unit}: a total may have at most {} significant \
+         digits, {} of them fractional",
+        total::MAX_SIGNIFICANT_DIGITS,
+        total::MAX_FRACTIONAL_DIGITS
+    )
+}
+
+/// The balances a posted `plan` leaves on the accounts it touches, every
+/// total added exactly ([`total::add`], the addition the folds use). An
+/// error names the first total (`debits`, `credits`, `held`, `posted` or
+/// `available`) that would leave the amount domain, or the plan's pending
+/// refunded total.
+fn new_balances(state: &GroupState, plan: &Plan) -> Result<Vec<(String, AccountBalance)>, String> {
+    if let Some(message) = &plan.total_out_of_range {
+        return Err(message.clone());
+    }
+    let mut changed: Vec<(String, AccountBalance)> = Vec::new();
+    let mut change = |account: &str,
+                      what: &str,
+                      pick: fn(&mut AccountBalance) -> &mut Decimal,
+                      delta: Decimal|
+     -> Result<(), String> {
+        let at = match changed.iter().position(|(a, _)| a == account) {
+            Some(i) => i,
+            None => {
+                changed.push((account.to_owned(), state.balance(account, &plan.unit)));
+                changed.len() - 1
+            }
+        };
+        let slot = pick(&mut changed[at].1);
+        *slot = total::add(*slot, delta).ok_or_else(|| {
+            out_of_range(what, account, &(&wide(*slot) + &wide(delta)), &plan.unit)
+        })?;
+        Ok(())
+    };
+    if plan.moves_money {
+        change(&plan.debit_account, "debits", |b| &mut b.debits, plan.amount)?;
+        change(&plan.credit_account, "credits", |b| &mut b.credits, plan.amount)?;
+    }
+    if !plan.held_delta.is_zero() {
+        change(&plan.account, "held", |b| &mut b.held, plan.held_delta)?;
+    }
+    for (account, b) in &changed {
+        let posted = &wide(b.credits) - &wide(b.debits);
+        if let Some(what) = b.total_out_of_domain() {
+            let value = match what {
+                "debits" => wide(b.debits),
+                "credits" => wide(b.credits),
+                "held" => wide(b.held),
+                "posted" => posted,
+                _ => &posted - &wide(b.held),
+            };
+            return Err(out_of_range(what, account, &value, &plan.unit));
+        }
+    }
+    Ok(changed)
 }
 
 /// An account's unit is fixed by its first entry (or its settings).
@@ -369,14 +456,15 @@ fn check_floor(state: &GroupState, plan: &mut Plan) {
         plan.amount
     };
     let available = balance.available();
-    let after = available.checked_sub(taken);
-    if after.is_none_or(|after| after < floor) {
+    // Compared exactly: a rounding subtraction could let an amount through
+    // that takes the account below its floor by less than the rounding.
+    let after = &wide(available) - &wide(taken);
+    if after < wide(floor) {
         let message = format!(
-            "available balance of {account} is {} {}; taking {} would leave {}, below the floor of {}",
+            "available balance of {account} is {} {}; taking {} would leave {after}, below the floor of {}",
             canonical(available),
             plan.unit,
             canonical(taken),
-            after.map(canonical).unwrap_or_else(|| "less".into()),
             canonical(floor)
         );
         plan.reject("insufficient_funds", message);
@@ -559,10 +647,10 @@ fn plan(state: &GroupState, intent: &Intent, now: DateTime<Utc>) -> Result<Plan,
             } else {
                 Decimal::ZERO
             };
-            if refunded
-                .checked_add(*amount)
-                .is_none_or(|total| total > refundable)
-            {
+            // Added exactly: `checked_add` rounds, and a rounded total
+            // could let a refund exceed its payment by the rounding.
+            let exact_total = &wide(refunded) + &wide(*amount);
+            if exact_total > wide(refundable) {
                 p.reject(
                     "refund_exceeds_payment",
                     format!(
@@ -575,8 +663,19 @@ fn plan(state: &GroupState, intent: &Intent, now: DateTime<Utc>) -> Result<Plan,
                     ),
                 );
             }
-            p.on_posted
-                .push(RecordChange::AddRefunded(payment_id.clone(), *amount));
+            match total::add(refunded, *amount) {
+                Some(sum) => p
+                    .on_posted
+                    .push(RecordChange::SetRefunded(payment_id.clone(), sum)),
+                None => {
+                    p.total_out_of_range = Some(out_of_range(
+                        "the refunded total",
+                        &format!("payment {payment_id}"),
+                        &exact_total,
+                        &payment.unit,
+                    ))
+                }
+            }
             Ok(p)
         }
         Action::Reversal { entry_id } => {
@@ -674,6 +773,7 @@ fn append(
     state: &mut GroupState,
     intent: &Intent,
     plan: Plan,
+    balances: Vec<(String, AccountBalance)>,
     now: DateTime<Utc>,
     new_entry_id: &mut impl FnMut() -> String,
     out: &mut GroupOutcome,
@@ -685,32 +785,9 @@ fn append(
         EntryStatus::Posted
     };
     if status == EntryStatus::Posted {
-        // `apply` changes nothing when it overflows. A plan either moves
-        // money or raises `held` (a hold), never both; a capture's negative
-        // held change cannot overflow. So a refusal here leaves no trace.
-        if plan.moves_money {
-            let posting = Posting {
-                debit_account: &plan.debit_account,
-                credit_account: &plan.credit_account,
-                amount: plan.amount,
-                unit: &plan.unit,
-            };
-            if let Err(overflow) = state.balances.apply(&posting) {
-                return Decision::Refused(Refusal::BalanceOverflow {
-                    account: overflow.account,
-                });
-            }
-        }
-        if !plan.held_delta.is_zero() {
-            if let Err(overflow) =
-                state
-                    .balances
-                    .add_held(&plan.account, &plan.unit, plan.held_delta)
-            {
-                return Decision::Refused(Refusal::BalanceOverflow {
-                    account: overflow.account,
-                });
-            }
+        // Computed and checked by `new_balances`.
+        for (account, balance) in balances {
+            state.balances.insert(&account, &plan.unit, balance);
         }
         let touched = match out.touched.get_mut(plan.unit.as_str()) {
             Some(accounts) => accounts,
@@ -770,15 +847,10 @@ fn append(
                     }),
                 )
             }
-            RecordChange::AddRefunded(payment_id, amount) => {
-                let key = StateKey::Refunded(payment_id.clone());
-                let before = match state.records.get(&key) {
-                    Some(StateValue::Refunded(d)) => *d,
-                    _ => Decimal::ZERO,
-                };
-                // The rule above proved the sum stays within the payment.
-                (key, StateValue::Refunded(before.saturating_add(*amount)))
-            }
+            RecordChange::SetRefunded(payment_id, sum) => (
+                StateKey::Refunded(payment_id.clone()),
+                StateValue::Refunded(*sum),
+            ),
             RecordChange::Reversed(entry_id) => (
                 StateKey::Reversal(entry_id.clone()),
                 StateValue::ReversedBy(id.clone()),

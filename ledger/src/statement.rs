@@ -9,8 +9,13 @@
 //! entry an effect of its own, whatever else is in the set — a posting moves
 //! `debits`/`credits`, a hold adds its amount to `held`, a capture or release
 //! takes the whole hold's amount off `held` — which is exactly what
-//! [`LogFold`] computes over a seq prefix, and it makes the arithmetic of a
-//! statement exact: opening + movements = closing, always.
+//! [`crate::fold::LogFold`] computes over a seq prefix (a test holds the two
+//! to each other), and it makes the arithmetic of a statement exact:
+//! opening + movements = closing, always.
+//!
+//! The figures are [`WideDecimal`]s: a stored total stays inside the amount
+//! domain, but a set of entries that is not a seq prefix (a period's
+//! movements) can add up past 28 digits, and is still answered exactly.
 //!
 //! Every read of one answer is bounded by the ledger head it started at, so
 //! concurrent writes cannot make its parts disagree.
@@ -22,13 +27,13 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use tally_projections::AccountBalance;
 
-use crate::amount::canonical;
 use crate::balance::{pick_row, BalanceView};
 use crate::entry::{format_recorded_at, EntryStatus, EntryView, StoredEntry};
 use crate::fields::ValidationErrors;
-use crate::fold::{LogFold, OpenHold};
+use crate::fold::{moves_money, OpenHold};
 use crate::intent::EntryKind;
 use crate::store::{AccountRange, Storage, LOG_PAGE};
+use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 /// Most entries one statement lists; a longer period is refused (422).
@@ -52,13 +57,47 @@ pub struct BalanceFigures {
 }
 
 impl BalanceFigures {
-    pub fn new(b: &AccountBalance) -> Self {
+    pub fn new(b: &WideBalance) -> Self {
         Self {
-            debits: canonical(b.debits),
-            credits: canonical(b.credits),
-            posted: canonical(b.posted()),
-            held: canonical(b.held),
-            available: canonical(b.available()),
+            debits: b.debits.to_string(),
+            credits: b.credits.to_string(),
+            posted: b.posted().to_string(),
+            held: b.held.to_string(),
+            available: b.available().to_string(),
+        }
+    }
+}
+
+/// The totals of one account folded from any set of its entries, exact
+/// whatever their size.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WideBalance {
+    pub debits: WideDecimal,
+    pub credits: WideDecimal,
+    pub held: WideDecimal,
+}
+
+impl WideBalance {
+    /// `credits − debits`.
+    pub fn posted(&self) -> WideDecimal {
+        &self.credits - &self.debits
+    }
+
+    /// `posted − held`.
+    pub fn available(&self) -> WideDecimal {
+        &self.posted() - &self.held
+    }
+}
+
+impl From<&AccountBalance> for WideBalance {
+    fn from(b: &AccountBalance) -> Self {
+        // A stored total has at most 18 fractional digits (the amount
+        // domain); the fallback is never taken.
+        let wide = |d| WideDecimal::from_decimal(d).unwrap_or_default();
+        WideBalance {
+            debits: wide(b.debits),
+            credits: wide(b.credits),
+            held: wide(b.held),
         }
     }
 }
@@ -104,13 +143,16 @@ pub struct StatementView {
 }
 
 /// One account's balance in one unit folded from any set of its entries,
-/// through [`LogFold`]. Pure: the amounts of holds recorded outside the set
-/// are supplied by the caller ([`AccountFold::holds_outside`] names them).
+/// as [`crate::fold::LogFold`] folds the log. Pure: the amounts of holds
+/// recorded outside the set are supplied by the caller
+/// ([`AccountFold::holds_outside`] names them).
 #[derive(Debug)]
 pub struct AccountFold {
     account: String,
     unit: String,
-    log: LogFold,
+    balance: WideBalance,
+    /// Holds open in the set, by hold id.
+    open_holds: HashMap<String, OpenHold>,
     /// Holds whose hold entry this fold has folded.
     seen_holds: HashSet<String>,
     /// The highest seq folded (0 if none), rejected entries included.
@@ -142,7 +184,8 @@ impl AccountFold {
         Self {
             account: account.to_owned(),
             unit: unit.to_owned(),
-            log: LogFold::new(),
+            balance: WideBalance::default(),
+            open_holds: HashMap::new(),
             seen_holds: HashSet::new(),
             last_seq: 0,
             entries: 0,
@@ -164,7 +207,7 @@ impl AccountFold {
                 in_page.insert(e.upstream_id.clone());
             } else if closes_a_hold(e) && e.account == self.account {
                 let id = hold_id(e)?;
-                if !self.log.open_holds.contains_key(&id)
+                if !self.open_holds.contains_key(&id)
                     && !self.seen_holds.contains(&id)
                     && !in_page.contains(&id)
                 {
@@ -192,7 +235,7 @@ impl AccountFold {
             self.seen_holds.insert(e.upstream_id.clone());
         } else if closes_a_hold(e) {
             let id = hold_id(e)?;
-            if !self.log.open_holds.contains_key(&id) && !self.seen_holds.contains(&id) {
+            if !self.open_holds.contains_key(&id) && !self.seen_holds.contains(&id) {
                 // The hold entry is not in this set: recorded before it (a
                 // period, or a time range that is not a seq prefix), or it
                 // is another account's hold (this account is the capture's
@@ -208,7 +251,7 @@ impl AccountFold {
                 } else {
                     Decimal::ZERO
                 };
-                self.log.open_holds.insert(
+                self.open_holds.insert(
                     id,
                     OpenHold {
                         account: e.account.clone(),
@@ -218,29 +261,75 @@ impl AccountFold {
                 );
             }
         }
-        self.log.apply(e)
+        self.fold_effect(e)
+    }
+
+    /// The effect of a posted entry on this account, as
+    /// [`crate::fold::LogFold::apply`] defines it.
+    fn fold_effect(&mut self, e: &StoredEntry) -> Result<(), LedgerError> {
+        if e.status != EntryStatus::Posted {
+            return Ok(());
+        }
+        let amount = || {
+            WideDecimal::from_decimal(e.amount).ok_or_else(|| {
+                LedgerError::Corrupt(format!(
+                    "amount {} of the entry at seq {} has more than 18 fractional digits",
+                    e.amount, e.seq
+                ))
+            })
+        };
+        if moves_money(e.kind) {
+            if e.debit_account == self.account {
+                self.balance.debits += &amount()?;
+            }
+            if e.credit_account == self.account {
+                self.balance.credits += &amount()?;
+            }
+        }
+        match e.kind {
+            EntryKind::Hold => {
+                if e.account == self.account {
+                    self.balance.held += &amount()?;
+                }
+                self.open_holds.insert(
+                    e.upstream_id.clone(),
+                    OpenHold {
+                        account: e.account.clone(),
+                        unit: e.unit.clone(),
+                        amount: e.amount,
+                    },
+                );
+            }
+            EntryKind::HoldCapture | EntryKind::HoldRelease => {
+                let id = hold_id(e)?;
+                let hold = self.open_holds.remove(&id).ok_or_else(|| {
+                    LedgerError::Corrupt(format!(
+                        "{} {} closes hold {id}, which is not open",
+                        e.kind.as_str(),
+                        e.upstream_id
+                    ))
+                })?;
+                if hold.account == self.account {
+                    let held = WideDecimal::from_decimal(hold.amount).unwrap_or_default();
+                    self.balance.held = &self.balance.held - &held;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The balance folded so far (zero if nothing moved).
-    pub fn balance(&self) -> AccountBalance {
-        self.log
-            .balances
-            .get(&self.account, &self.unit)
-            .cloned()
-            .unwrap_or_default()
+    pub fn balance(&self) -> WideBalance {
+        self.balance.clone()
     }
 }
 
 /// Whether `opening + movements = closing` on debits, credits and held.
-pub fn adds_up(
-    opening: &AccountBalance,
-    movements: &AccountBalance,
-    closing: &AccountBalance,
-) -> bool {
-    let sum = |a: Decimal, b: Decimal| a.checked_add(b);
-    sum(opening.debits, movements.debits) == Some(closing.debits)
-        && sum(opening.credits, movements.credits) == Some(closing.credits)
-        && sum(opening.held, movements.held) == Some(closing.held)
+pub fn adds_up(opening: &WideBalance, movements: &WideBalance, closing: &WideBalance) -> bool {
+    &opening.debits + &movements.debits == closing.debits
+        && &opening.credits + &movements.credits == closing.credits
+        && &opening.held + &movements.held == closing.held
 }
 
 /// The smallest whole microsecond at or after `t` (entries carry whole
@@ -350,7 +439,7 @@ pub async fn read_balance_at(
     let mut fold = AccountFold::new(account, &row.unit);
     let mut holds = HashMap::new();
     fold_range(storage, tenant, range, &mut fold, &mut holds, None, 0).await?;
-    Ok(BalanceView::new(
+    Ok(BalanceView::of_fold(
         account,
         &row.unit,
         &fold.balance(),
@@ -366,7 +455,7 @@ pub(crate) async fn fold_until_seq(
     account: &str,
     unit: &str,
     as_of_seq: i64,
-) -> Result<AccountBalance, LedgerError> {
+) -> Result<WideBalance, LedgerError> {
     let range = AccountRange {
         account,
         unit,
@@ -499,10 +588,10 @@ pub async fn read_statement_limited(
         to: format_recorded_at(&to),
         opening_balance: BalanceFigures::new(&open),
         movements: Movements {
-            debits: canonical(moved.debits),
-            credits: canonical(moved.credits),
-            net: canonical(moved.posted()),
-            held: canonical(moved.held),
+            debits: moved.debits.to_string(),
+            credits: moved.credits.to_string(),
+            net: moved.posted().to_string(),
+            held: moved.held.to_string(),
             entries: entries.len(),
         },
         closing_balance: BalanceFigures::new(&close),
@@ -517,6 +606,7 @@ mod tests {
     use std::str::FromStr;
 
     use super::*;
+    use crate::fold::LogFold;
 
     fn d(s: &str) -> Decimal {
         Decimal::from_str(s).unwrap()
@@ -633,7 +723,11 @@ mod tests {
                     .get(account, "USD")
                     .cloned()
                     .unwrap_or_default();
-                assert_eq!(f.balance(), want, "{account} after {n} entries");
+                assert_eq!(
+                    f.balance(),
+                    WideBalance::from(&want),
+                    "{account} after {n} entries"
+                );
             }
         }
     }
@@ -642,8 +736,8 @@ mod tests {
     fn any_split_adds_up_even_when_time_is_not_seq_order() {
         let all = log();
         let total = fold("cust", &all.iter().collect::<Vec<_>>(), &all).balance();
-        assert_eq!(total.posted(), d("86.75"));
-        assert_eq!(total.held, d("4"));
+        assert_eq!(total.posted().to_string(), "86.75");
+        assert_eq!(total.held.to_string(), "4");
         // Every subset (by a bit mask over the entries) and its complement:
         // what a recorded_at boundary may cut when clocks are skewed.
         for mask in 0u32..(1 << all.len()) {

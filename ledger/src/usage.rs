@@ -15,10 +15,10 @@ use rust_decimal::Decimal;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-use crate::amount::canonical;
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::intent::EntryKind;
 use crate::store::{Storage, UsageQuery};
+use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 /// The name of the usage projector's row in `projector_checkpoints`.
@@ -38,34 +38,47 @@ pub struct UsageKey {
 }
 
 /// What one key adds up to. Deltas (a reversal) may be negative.
+///
+/// The sums are exact whatever their size: a day of 28-digit quantities
+/// adds up past what one amount (or a `Decimal`) may hold, and a summary
+/// is an aggregate the writer never decides on (docs/usage-summaries.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UsageTotals {
-    pub quantity: Decimal,
-    pub amount: Decimal,
+    pub quantity: WideDecimal,
+    pub amount: WideDecimal,
     pub entries: i64,
 }
 
 impl UsageTotals {
-    /// `self + other`, refusing to overflow.
-    pub fn checked_add(&self, other: &UsageTotals) -> Result<UsageTotals, LedgerError> {
-        let overflow = || LedgerError::Corrupt("usage total overflows".to_owned());
+    /// The totals of one usage debit.
+    pub fn of_one(quantity: Decimal, amount: Decimal) -> Result<UsageTotals, LedgerError> {
+        let exact = |d: Decimal, what: &str| {
+            WideDecimal::from_decimal(d).ok_or_else(|| {
+                LedgerError::Corrupt(format!("usage {what} {d} has more than 18 fractional digits"))
+            })
+        };
         Ok(UsageTotals {
-            quantity: self
-                .quantity
-                .checked_add(other.quantity)
-                .ok_or_else(overflow)?,
-            amount: self.amount.checked_add(other.amount).ok_or_else(overflow)?,
-            entries: self
-                .entries
-                .checked_add(other.entries)
-                .ok_or_else(overflow)?,
+            quantity: exact(quantity, "quantity")?,
+            amount: exact(amount, "amount")?,
+            entries: 1,
+        })
+    }
+
+    /// `self + other`; only the count of entries can overflow (past 2^63).
+    pub fn checked_add(&self, other: &UsageTotals) -> Result<UsageTotals, LedgerError> {
+        Ok(UsageTotals {
+            quantity: &self.quantity + &other.quantity,
+            amount: &self.amount + &other.amount,
+            entries: self.entries.checked_add(other.entries).ok_or_else(|| {
+                LedgerError::Corrupt("usage count of entries overflows".to_owned())
+            })?,
         })
     }
 
     fn negated(&self) -> UsageTotals {
         UsageTotals {
-            quantity: -self.quantity,
-            amount: -self.amount,
+            quantity: -&self.quantity,
+            amount: -&self.amount,
             entries: -self.entries,
         }
     }
@@ -211,7 +224,8 @@ pub fn usage_with_params(
     source: &UsageSource<'_>,
     params: UsageParams<'_>,
 ) -> Result<(UsageKey, UsageTotals), LedgerError> {
-    let (meter, day, totals) = usage_terms(source, params)?;
+    let (meter, day, quantity) = usage_terms(source, params)?;
+    let totals = UsageTotals::of_one(quantity, source.amount)?;
     Ok((
         UsageKey {
             account: source.account.to_owned(),
@@ -223,12 +237,12 @@ pub fn usage_with_params(
     ))
 }
 
-/// The meter, day and totals of a posted usage debit; its account and unit
-/// are the entry's.
+/// The meter, day and quantity of a posted usage debit; its account, unit
+/// and amount are the entry's.
 fn usage_terms<'p>(
     source: &UsageSource<'_>,
     params: UsageParams<'p>,
-) -> Result<(Cow<'p, str>, NaiveDate, UsageTotals), LedgerError> {
+) -> Result<(Cow<'p, str>, NaiveDate, Decimal), LedgerError> {
     let quantity = match params.quantity.as_deref() {
         None => Decimal::ZERO,
         Some(q) => crate::amount::parse_exact(q, false).map_err(|m| {
@@ -246,15 +260,7 @@ fn usage_terms<'p>(
         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
         .map(|t| t.with_timezone(&Utc).date_naive())
         .unwrap_or_else(|| source.recorded_at.date_naive());
-    Ok((
-        params.meter.unwrap_or_default(),
-        day,
-        UsageTotals {
-            quantity,
-            amount: source.amount,
-            entries: 1,
-        },
-    ))
+    Ok((params.meter.unwrap_or_default(), day, quantity))
 }
 
 /// Usage being added up over a scan of the log: a hash map probed with a
@@ -289,7 +295,8 @@ impl UsageScan {
         source: &UsageSource<'_>,
         params: UsageParams<'_>,
     ) -> Result<(), LedgerError> {
-        let (meter, day, totals) = usage_terms(source, params)?;
+        let (meter, day, quantity) = usage_terms(source, params)?;
+        let totals = UsageTotals::of_one(quantity, source.amount)?;
         self.add_to_key(source.account, &meter, day, source.unit, &totals)
     }
 
@@ -361,11 +368,11 @@ impl UsageColumns {
         }
         // The writer calls this for every entry it appends: no usage key is
         // built (it would copy the account only to drop it).
-        let (meter, day, totals) = usage_terms(&source, params_of(&source).ok()?).ok()?;
+        let (meter, day, quantity) = usage_terms(&source, params_of(&source).ok()?).ok()?;
         Some(UsageColumns {
             meter: meter.into_owned(),
             day: day.format(DAY_FORMAT).to_string(),
-            quantity: totals.quantity,
+            quantity,
         })
     }
 }
@@ -571,8 +578,8 @@ pub fn summarise(
             period,
             meter: (!meter.is_empty()).then_some(meter),
             unit,
-            quantity: canonical(t.quantity),
-            amount: canonical(t.amount),
+            quantity: t.quantity.to_string(),
+            amount: t.amount.to_string(),
             entries: t.entries,
         })
         .collect())
@@ -637,8 +644,8 @@ mod tests {
         }
     }
 
-    fn d(s: &str) -> Decimal {
-        Decimal::from_str(s).unwrap()
+    fn w(s: &str) -> WideDecimal {
+        WideDecimal::parse(s).unwrap()
     }
 
     #[test]
@@ -678,16 +685,16 @@ mod tests {
         assert_eq!(
             fold.get(&key("tok", "2026-11-30")).unwrap(),
             &UsageTotals {
-                quantity: d("1000"),
-                amount: d("0.01"),
+                quantity: w("1000"),
+                amount: w("0.01"),
                 entries: 1
             }
         );
         assert_eq!(
             fold.get(&key("", "2026-12-01")).unwrap(),
             &UsageTotals {
-                quantity: Decimal::ZERO,
-                amount: d("2"),
+                quantity: WideDecimal::ZERO,
+                amount: w("2"),
                 entries: 1
             }
         );
@@ -716,7 +723,7 @@ mod tests {
         );
         let (k, t) = usage_of(&e).unwrap().unwrap();
         assert_eq!(k, key("", "2026-12-01"));
-        assert_eq!(t.quantity, Decimal::ZERO);
+        assert_eq!(t.quantity, WideDecimal::ZERO);
         let e = entry(
             2,
             EntryKind::UsageDebit,
@@ -726,7 +733,7 @@ mod tests {
         );
         let (k, t) = usage_of(&e).unwrap().unwrap();
         assert_eq!(k.meter, "a\"b\u{e9}");
-        assert_eq!(t.quantity, d("2.5"));
+        assert_eq!(t.quantity, w("2.5"));
         let bad = StoredEntry {
             params: "not json".into(),
             ..e
@@ -779,5 +786,41 @@ mod tests {
         fold.apply(&rev, Some(&pay)).unwrap();
         fold.apply(&rev, None).unwrap();
         assert!(fold.is_empty());
+    }
+
+    #[test]
+    fn sums_past_28_digits_are_exact() {
+        let nines = "9999999999999999999999999999";
+        let at = |i: i64, q: &str, day: &str| {
+            entry(
+                i,
+                EntryKind::UsageDebit,
+                "c",
+                "1",
+                serde_json::json!({"meter": "m", "quantity": q, "occurred_at": format!("2026-11-{day}T10:00:00Z")}),
+            )
+        };
+        let mut fold = UsageFold::new();
+        for e in [
+            at(1, nines, "29"),
+            at(2, nines, "29"),
+            at(3, "0.000000000000000001", "29"),
+            at(4, nines, "30"),
+        ] {
+            fold.apply(&e, None).unwrap();
+        }
+        let rows: Vec<_> = fold.iter().map(|(k, t)| (k.clone(), t.clone())).collect();
+        let days = summarise(&rows, Granularity::Day).unwrap();
+        assert_eq!(days[0].quantity, "19999999999999999999999999998.000000000000000001");
+        let months = summarise(&rows, Granularity::Month).unwrap();
+        assert_eq!(months[0].quantity, "29999999999999999999999999997.000000000000000001");
+        assert_eq!(months[0].entries, 4);
+        // Taking a debit back out is exact too.
+        fold.apply(
+            &entry(5, EntryKind::Reversal, "c", "1", serde_json::json!({"entry_id": "ent_3"})),
+            Some(&at(3, "0.000000000000000001", "29")),
+        )
+        .unwrap();
+        assert_eq!(fold.get(&key("m", "2026-11-29")).unwrap().quantity, w("19999999999999999999999999998"));
     }
 }

@@ -358,8 +358,8 @@ pub async fn verify_usage(
     let show = |t: &crate::usage::UsageTotals| {
         format!(
             "quantity {}, amount {}, {} entries",
-            canonical(t.quantity),
-            canonical(t.amount),
+            t.quantity,
+            t.amount,
             t.entries
         )
     };

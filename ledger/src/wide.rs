@@ -17,7 +17,6 @@ use tally_projections::total::MAX_FRACTIONAL_DIGITS;
 
 /// The fixed scale of a [`WideDecimal`]: 10^−18 is its unit.
 const SCALE: u32 = MAX_FRACTIONAL_DIGITS;
-const ONE: i128 = 1_000_000_000_000_000_000;
 
 /// An exact decimal of any size with at most 18 fractional digits.
 ///

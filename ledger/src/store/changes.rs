@@ -20,6 +20,7 @@ use tally_projections::{AccountBalance, BalanceProjection};
 use crate::amount::parse_exact;
 #[cfg(test)]
 use crate::usage::UsageTotals;
+use crate::wide::WideDecimal;
 use crate::usage::{UsageFold, UsageKey, DAY_FORMAT};
 use crate::LedgerError;
 
@@ -147,8 +148,8 @@ pub(crate) fn usage_changes(stored: Vec<StoredUsage>, fold: &UsageFold) -> Usage
                 unit: row.unit.clone(),
             });
         let unchanged = key.as_ref().and_then(|k| fold.get(k)).is_some_and(|t| {
-            equal(&row.quantity, t.quantity)
-                && equal(&row.amount, t.amount)
+            equal_wide(&row.quantity, &t.quantity)
+                && equal_wide(&row.amount, &t.amount)
                 && row.entries == t.entries
         });
         match key {
@@ -169,6 +170,10 @@ pub(crate) fn usage_changes(stored: Vec<StoredUsage>, fold: &UsageFold) -> Usage
 
 fn equal(stored: &str, value: Decimal) -> bool {
     parse_exact(stored, false).is_ok_and(|d| d == value)
+}
+
+fn equal_wide(stored: &str, value: &WideDecimal) -> bool {
+    WideDecimal::parse(stored).is_some_and(|d| &d == value)
 }
 
 /// What a stored usage row would hold for `totals` (tests).
@@ -248,8 +253,8 @@ mod tests {
             unit: "USD".into(),
         };
         let totals = |q: &str, entries| UsageTotals {
-            quantity: dec(q),
-            amount: dec("0.5"),
+            quantity: WideDecimal::parse(q).unwrap(),
+            amount: WideDecimal::parse("0.5").unwrap(),
             entries,
         };
         let mut fold = UsageFold::new();

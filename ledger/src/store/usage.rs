@@ -22,7 +22,7 @@ use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 
 use super::changes::{usage_changes, StoredUsage};
 use super::{join_folds, parse_decimal, rebuild_ranges, split_range, Storage, LOG_PAGE};
-use crate::amount::canonical;
+use crate::wide::WideDecimal;
 use crate::entry::EntryStatus;
 use crate::intent::EntryKind;
 use crate::usage::{
@@ -80,6 +80,13 @@ const SQLITE_LOCK_CHECKPOINT: &str =
 const PG_LOCK_CHECKPOINT: &str = "INSERT INTO projector_checkpoints (tenant_id, projector, seq) \
      VALUES ($1, $2, 0) ON CONFLICT (tenant_id, projector) DO NOTHING";
 
+/// A stored usage total or sum: exact decimal text of any size (TEXT on
+/// SQLite, NUMERIC read as text on PostgreSQL).
+fn parse_wide(text: &str, what: &str) -> Result<WideDecimal, LedgerError> {
+    WideDecimal::parse(text)
+        .ok_or_else(|| LedgerError::Corrupt(format!("{what} {text:?} is not a decimal")))
+}
+
 fn decode_usage_row<'r, R>(row: &'r R) -> Result<(UsageKey, UsageTotals), LedgerError>
 where
     R: Row,
@@ -98,8 +105,8 @@ where
             unit: text("unit")?,
         },
         UsageTotals {
-            quantity: parse_decimal(&text("quantity")?, "usage quantity")?,
-            amount: parse_decimal(&text("amount")?, "usage amount")?,
+            quantity: parse_wide(&text("quantity")?, "usage quantity")?,
+            amount: parse_wide(&text("amount")?, "usage amount")?,
             entries: row.try_get("entries")?,
         },
     ))
@@ -186,8 +193,8 @@ fn fold_usage_columns(scan: &mut UsageScan, packed: &str) -> Result<(), LedgerEr
             }
         };
         let totals = UsageTotals {
-            amount: parse_decimal(&amount, "amount")?,
-            quantity: parse_decimal(&quantity, "usage quantity")?,
+            amount: parse_wide(&amount, "amount")?,
+            quantity: parse_wide(&quantity, "usage quantity")?,
             entries: 1,
         };
         scan.add_to_key(&account, &meter, day, &unit, &totals)
@@ -349,8 +356,8 @@ async fn sum_usage_columns(
             unit: r.try_get(3)?,
         };
         let totals = UsageTotals {
-            amount: parse_decimal(r.try_get(4)?, "sum of usage amounts")?,
-            quantity: parse_decimal(r.try_get(5)?, "sum of usage quantities")?,
+            amount: parse_wide(r.try_get(4)?, "sum of usage amounts")?,
+            quantity: parse_wide(r.try_get(5)?, "sum of usage quantities")?,
             entries: r.try_get(6)?,
         };
         fold.add(key, &totals)?;
@@ -984,8 +991,8 @@ impl Storage {
                             .push_bind(&key.meter)
                             .push_bind(day_text(key.day))
                             .push_bind(&key.unit)
-                            .push_bind(canonical(t.quantity))
-                            .push_bind(canonical(t.amount))
+                            .push_bind(t.quantity.to_string())
+                            .push_bind(t.amount.to_string())
                             .push_bind(t.entries);
                     });
                     b.push(
@@ -1086,8 +1093,8 @@ impl Storage {
                     .bind(col(|k, _| k.meter.clone()))
                     .bind(col(|k, _| day_text(k.day)))
                     .bind(col(|k, _| k.unit.clone()))
-                    .bind(col(|_, t| canonical(t.quantity)))
-                    .bind(col(|_, t| canonical(t.amount)))
+                    .bind(col(|_, t| t.quantity.to_string()))
+                    .bind(col(|_, t| t.amount.to_string()))
                     .bind(entries)
                     .execute(&mut *tx)
                     .await?;
