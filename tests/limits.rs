@@ -242,47 +242,37 @@ async fn refunded_totals_are_added_exactly(engine: Engine) {
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", ALL).await;
     let server = ledger.server().await;
-    // cust's debits reach exactly 1 after the first refund, so its own
-    // totals stay inside the domain throughout.
-    posted(
-        &server,
-        "/v1/usage-debits",
-        &key,
-        &debit("u1", "cust", "0.999999999999999999"),
-    )
-    .await;
     posted(&server, "/v1/payments", &key, &payment("p", "cust", NINES)).await;
     let refund = |id: &str, amount: &str| json!({"refund_id": id, "payment_id": "p", "amount": amount});
-    posted(
-        &server,
-        "/v1/refunds",
-        &key,
-        &refund("r1", "0.000000000000000001"),
-    )
-    .await;
-    // 0.000000000000000001 + 9999999999999999999999999999 is more than the
-    // payment, by 1e-18: a rounding addition would have let it through.
-    rejected(
-        &server,
-        "/v1/refunds",
-        &key,
-        &refund("r2", NINES),
-        "refund_exceeds_payment",
-    )
-    .await;
-    // Within the payment, but the refunded total would need 46 digits.
+    // cust's posted would be 9999999999999999999999999998.999999999999999999:
+    // rejected, not booked with a rounded balance_after.
     let body = rejected(
         &server,
         "/v1/refunds",
         &key,
-        &refund("r3", "9999999999999999999999999998"),
+        &refund("r1", "0.000000000000000001"),
         "total_out_of_range",
     )
     .await;
     let message = body["entry"]["rejection"]["message"].as_str().unwrap();
-    assert!(message.contains("refunded"), "{message}");
+    assert!(message.contains("posted of cust"), "{message}");
+    assert_eq!(body["entry"]["balance_after"], NINES);
+    // The rejected refund refunded nothing: the whole payment still can be.
+    let whole = posted(&server, "/v1/refunds", &key, &refund("r2", NINES)).await;
+    assert_eq!(whole["balance_after"], "0");
+    rejected(
+        &server,
+        "/v1/refunds",
+        &key,
+        &refund("r3", "0.000000000000000001"),
+        "refund_exceeds_payment",
+    )
+    .await;
     let balance = server.balance(&key, "cust").await;
-    assert_eq!(balance["debits"], "1", "{balance}");
+    assert_eq!(
+        (&balance["debits"], &balance["credits"]),
+        (&json!(NINES), &json!(NINES))
+    );
     every_read_answers(&ledger, &server, &key, "cust").await;
 }
 

@@ -1077,4 +1077,95 @@ mod tests {
         );
         assert!(out.touched_records.contains(&StateKey::Hold("h".into())));
     }
+
+    #[test]
+    fn a_total_leaving_the_amount_domain_is_a_stored_rejection() {
+        let nines = "9999999999999999999999999999";
+        let mut state = empty_state();
+        let a = debit("u1", "c", nines, "USD");
+        let b = debit("u2", "c", nines, "USD");
+        let tiny = payment("p", "c", "0.000000000000000001");
+        let out = decide_group(&mut state, &[&a, &b, &tiny], Utc::now(), ids());
+        let codes: Vec<Option<&str>> = out
+            .new_entries
+            .iter()
+            .map(|e| e.rejection_code.as_deref())
+            .collect();
+        assert_eq!(
+            codes,
+            vec![None, Some(TOTAL_OUT_OF_RANGE), Some(TOTAL_OUT_OF_RANGE)]
+        );
+        let second = &out.new_entries[1];
+        let message = second.rejection_message.as_deref().unwrap();
+        assert!(
+            message.starts_with("debits of c would be 19999999999999999999999999998 USD"),
+            "{message}"
+        );
+        let third = out.new_entries[2].rejection_message.as_deref().unwrap();
+        assert!(
+            third.starts_with(
+                "posted of c would be -9999999999999999999999999998.999999999999999999 USD"
+            ),
+            "{third}"
+        );
+        // Nothing moved: the balance is the first debit's, exactly.
+        let c = state.balance("c", "USD");
+        assert_eq!(c.debits.to_string(), nines);
+        assert!(c.credits.is_zero());
+        assert_eq!(second.balance_after.to_string(), format!("-{nines}"));
+        // @revenue is full too: another account's debit is rejected for it.
+        let other = debit("u3", "d", "1", "USD");
+        let out = decide_group(&mut state, &[&other], Utc::now(), ids());
+        let message = out.new_entries[0].rejection_message.as_deref().unwrap();
+        assert!(message.starts_with("credits of @revenue would be"), "{message}");
+    }
+
+    #[test]
+    fn refunded_totals_are_added_and_compared_exactly() {
+        let nines = "9999999999999999999999999999";
+        let refund = |id: &str, amount: &str| {
+            Intent::refund(
+                json!({"refund_id": id, "payment_id": "p", "amount": amount})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            )
+            .unwrap()
+        };
+        let mut state = empty_state();
+        decide_group(&mut state, &[&payment("p", "c", nines)], Utc::now(), ids());
+        // A refunded total with a digit at 10^-18: no customer balance can
+        // reach this together with a 28-digit payment, so it is set here.
+        let tiny = Decimal::new(1, 18);
+        state
+            .records
+            .insert(StateKey::Refunded("p".into()), StateValue::Refunded(tiny));
+        let over = refund("r1", nines);
+        let within = refund("r2", "9999999999999999999999999998");
+        let out = decide_group(&mut state, &[&over, &within], Utc::now(), ids());
+        let rejections: Vec<(Option<&str>, &str)> = out
+            .new_entries
+            .iter()
+            .map(|e| {
+                (
+                    e.rejection_code.as_deref(),
+                    e.rejection_message.as_deref().unwrap_or(""),
+                )
+            })
+            .collect();
+        // 1e-18 + 28 nines exceeds the payment, by less than rust_decimal rounds.
+        assert_eq!(rejections[0].0, Some("refund_exceeds_payment"));
+        assert_eq!(rejections[1].0, Some(TOTAL_OUT_OF_RANGE));
+        assert!(
+            rejections[1].1.starts_with(
+                "the refunded total of payment p would be 9999999999999999999999999998.000000000000000001 USD"
+            ),
+            "{}",
+            rejections[1].1
+        );
+        assert_eq!(
+            state.records.get(&StateKey::Refunded("p".into())),
+            Some(&StateValue::Refunded(tiny))
+        );
+    }
 }
