@@ -19,6 +19,7 @@ engine_tests!(
     refunded_totals_are_added_exactly,
     a_full_revenue_account_rejects_debits_after_a_restart,
     statement_movements_past_28_digits_are_exact,
+    a_rebuild_in_parts_adds_partial_sums_past_28_digits_exactly,
 );
 
 const NINES: &str = "9999999999999999999999999999";
@@ -353,4 +354,48 @@ async fn statement_movements_past_28_digits_are_exact(engine: Engine) {
     );
     assert_eq!(s["closing_balance"]["debits"], "9800000000000000000000000000", "{s}");
     every_read_answers(&ledger, &server, &key, "cust").await;
+}
+
+async fn a_rebuild_in_parts_adds_partial_sums_past_28_digits_exactly(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", ALL).await;
+    let server = ledger.server().await;
+    posted(&server, "/v1/usage-debits", &key, &debit("u1", "cust", "0.5")).await;
+    // Enough entries for a rebuild to read the log in more than one part
+    // (SQLite: seq ranges past 1,000 entries; PostgreSQL: past 64 heap
+    // blocks); cust's last two entries land in the last part.
+    for batch in 0..2 {
+        let ops: Vec<Value> = (0..1000)
+            .map(|i| {
+                let mut body = debit(&format!("f{batch}-{i}"), "filler", "1");
+                body["type"] = json!("usage_debit");
+                body
+            })
+            .collect();
+        let r = server
+            .post("/v1/batch", &key, &json!({ "operations": ops }))
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    posted(&server, "/v1/usage-debits", &key, &debit("u2", "cust", "0.5")).await;
+    // Every prefix of cust's debits fits (0.5, 1, 9799999999999999999999999999);
+    // the last part's sum alone, 9799999999999999999999999998.5, does not.
+    posted(
+        &server,
+        "/v1/usage-debits",
+        &key,
+        &debit("u3", "cust", "9799999999999999999999999998"),
+    )
+    .await;
+    let before = server.balance(&key, "cust").await;
+    assert_eq!(before["debits"], "9799999999999999999999999999");
+    let (ok, out, err) = ledger.tally(&["projections", "rebuild"]).await;
+    assert!(ok, "rebuild failed:\n{out}\n{err}");
+    assert_eq!(server.balance(&key, "cust").await, before);
+    let revenue = server
+        .get("/v1/accounts/@revenue/balance?unit=USD", &key)
+        .await;
+    assert_eq!(revenue.json()["credits"], "9800000000000000000000001999", "{revenue:?}");
+    let (ok, out, err) = ledger.tally(&["verify"]).await;
+    assert!(ok, "tally verify failed:\n{out}\n{err}");
 }

@@ -7,6 +7,9 @@
 //! is identical" true by construction rather than by testing luck.
 
 mod balance;
+mod sums;
 pub mod total;
+pub mod wide;
 
 pub use balance::{AccountBalance, BalanceOverflow, BalanceProjection, Posting, Side};
+pub use sums::PostingSums;

@@ -620,21 +620,22 @@ pub(crate) fn split_range(after: i64, upto: i64) -> Vec<(i64, i64)> {
         .collect()
 }
 
-/// Adds the debits and credits of a partial fold into `into`.
+/// Adds the debits and credits summed over the whole log, part by part,
+/// into `into` (whose debits and credits are still zero).
 pub(crate) fn merge_postings(
     into: &mut BalanceProjection,
-    part: &BalanceProjection,
+    parts: Vec<tally_projections::PostingSums>,
 ) -> Result<(), LedgerError> {
-    for (account, unit, b) in part.iter() {
-        for (side, amount) in [
-            (tally_projections::Side::Debit, b.debits),
-            (tally_projections::Side::Credit, b.credits),
-        ] {
-            into.add(account, unit, side, amount)
-                .map_err(|o| LedgerError::Corrupt(format!("balance of {} overflows", o.account)))?;
-        }
+    let mut sums = tally_projections::PostingSums::new();
+    for part in parts {
+        sums.merge(part);
     }
-    Ok(())
+    sums.add_into(into).map_err(|o| {
+        LedgerError::Corrupt(format!(
+            "a total of {} leaves the amount domain",
+            o.account
+        ))
+    })
 }
 
 /// Waits for the partial folds of a rebuild.

@@ -10,14 +10,14 @@ use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row, Transaction};
-use tally_projections::{AccountBalance, BalanceProjection, Side};
+use tally_projections::{AccountBalance, BalanceProjection, PostingSums, Side};
 
 use super::changes::{balance_changes, StoredBalance};
 use super::group::{head_moved, GroupTransaction, GroupWrite};
 use super::memory::Fence;
 use super::{
     decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, hold_rows_sql,
-    join_folds, merge_postings, parse_decimal, AccountRange, BalanceRow, EntryFilter,
+    join_folds, merge_postings, AccountRange, BalanceRow, EntryFilter,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
@@ -27,6 +27,7 @@ use crate::intent::EntryKind;
 use crate::keys::StoredApiKey;
 use crate::state::StateKey;
 use crate::usage::UsageColumns;
+use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
@@ -529,7 +530,7 @@ impl PostgresStore {
                 );
                 let (pool, tenant) = (self.pool.clone(), tenant.to_owned());
                 tokio::spawn(async move {
-                    let mut part = BalanceProjection::new();
+                    let mut part = PostingSums::new();
                     let mut rows = sqlx::query(&sql).bind(&tenant).bind(head.seq).fetch(&pool);
                     while let Some(r) = rows.try_next().await? {
                         // GROUPING is 0 for the set that groups by the debit account.
@@ -538,10 +539,12 @@ impl PostgresStore {
                         } else {
                             (r.try_get(1)?, Side::Credit)
                         };
-                        let total = parse_decimal(r.try_get(3)?, "sum of amounts")?;
-                        part.add(account, r.try_get(2)?, side, total).map_err(|o| {
-                            LedgerError::Corrupt(format!("balance of {} overflows", o.account))
+                        // A part's sum may pass 28 digits (tally_projections::PostingSums).
+                        let text: &str = r.try_get(3)?;
+                        let total = WideDecimal::parse(text).ok_or_else(|| {
+                            LedgerError::Corrupt(format!("sum of amounts {text:?}"))
                         })?;
+                        part.add(account, r.try_get(2)?, side, &total);
                     }
                     Ok::<_, LedgerError>(part)
                 })
@@ -563,9 +566,7 @@ impl PostgresStore {
             )?;
         }
         drop(rows);
-        for part in join_folds(tasks).await? {
-            merge_postings(&mut log.balances, &part)?;
-        }
+        merge_postings(&mut log.balances, join_folds(tasks).await?)?;
         let projection = log.balances;
         let folded = started.elapsed();
         // Only the rows that differ are written (store/changes.rs); the

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSynchronous};
 use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
-use tally_projections::{AccountBalance, BalanceProjection, Side};
+use tally_projections::{AccountBalance, BalanceProjection, PostingSums, Side};
 
 use super::changes::{balance_changes, StoredBalance};
 use super::group::{head_moved, GroupTransaction, GroupWrite};
@@ -29,6 +29,7 @@ use crate::intent::EntryKind;
 use crate::keys::StoredApiKey;
 use crate::state::{StateKey, StateRow};
 use crate::usage::UsageColumns;
+use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
@@ -105,7 +106,7 @@ static REBUILD_WINDOW_SQL: LazyLock<String> = LazyLock::new(|| {
 /// Posts every amount of a packed window (see [`REBUILD_WINDOW_SQL`]) to
 /// the debits of its debit account and the credits of its credit account.
 /// Returns how many amounts were folded.
-fn fold_packed_postings(part: &mut BalanceProjection, packed: &str) -> Result<u64, LedgerError> {
+fn fold_packed_postings(part: &mut PostingSums, packed: &str) -> Result<u64, LedgerError> {
     /// Debit account, credit account, unit, amount. Each field borrows from
     /// the packed text unless it holds an escape (a `Cow` inside a tuple
     /// would be copied into a new string every time).
@@ -123,11 +124,11 @@ fn fold_packed_postings(part: &mut BalanceProjection, packed: &str) -> Result<u6
             // Stored amounts are canonical decimal text, which from_str_exact
             // reads exactly (it refuses rather than rounds).
             let amount = rust_decimal::Decimal::from_str_exact(&amount)
-                .map_err(|_| LedgerError::Corrupt(format!("amount {amount:?}")))?;
+                .ok()
+                .and_then(WideDecimal::from_decimal)
+                .ok_or_else(|| LedgerError::Corrupt(format!("amount {amount:?}")))?;
             for (account, side) in [(&debit, Side::Debit), (&credit, Side::Credit)] {
-                part.add(account, &unit, side, amount).map_err(|o| {
-                    LedgerError::Corrupt(format!("balance of {} overflows", o.account))
-                })?;
+                part.add(account, &unit, side, &amount);
             }
             Ok(())
         },
@@ -629,7 +630,7 @@ impl SqliteStore {
         for (from, to) in rebuild_ranges(head.seq) {
             let (pool, tenant) = (self.pool.clone(), tenant.to_owned());
             tasks.push(tokio::spawn(async move {
-                let mut part = BalanceProjection::new();
+                let mut part = PostingSums::new();
                 let mut folded = 0u64;
                 let mut after = from;
                 while after < to {
@@ -647,10 +648,12 @@ impl SqliteStore {
             }));
         }
         let mut folded = 0u64;
+        let mut parts = Vec::new();
         for (part, n) in join_folds(tasks).await? {
-            merge_postings(&mut log.balances, &part)?;
+            parts.push(part);
             folded += n;
         }
+        merge_postings(&mut log.balances, parts)?;
         let sql = hold_rows_sql("?");
         let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *group.tx);
         while let Some(r) = rows.try_next().await? {

@@ -1,0 +1,106 @@
+//! Sums of postings over a part of the log, exact at any size.
+//!
+//! A rebuild adds up the log in parts (seq ranges or heap blocks read at
+//! once). Every prefix of the log keeps each account's totals inside the
+//! amount domain (the writer rejects what would not), but a part that is
+//! not a prefix need not: `0.5` at seq 1, then `0.5` and
+//! `9799999999999999999999999999` at seqs 900 and 901 total
+//! `9800000000000000000000000000`, yet the last two alone add up to 29
+//! digits. So the parts are summed as [`WideDecimal`]s and only the whole
+//! log's sums must fit.
+
+use hashbrown::HashMap;
+
+use crate::balance::{BalanceOverflow, BalanceProjection, Side};
+use crate::wide::WideDecimal;
+
+/// Debits and credits per unit and account over some entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PostingSums {
+    by_unit: HashMap<String, HashMap<String, [WideDecimal; 2]>>,
+}
+
+fn index(side: Side) -> usize {
+    match side {
+        Side::Debit => 0,
+        Side::Credit => 1,
+    }
+}
+
+impl PostingSums {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `amount` to one side of one account.
+    pub fn add(&mut self, account: &str, unit: &str, side: Side, amount: &WideDecimal) {
+        let sums = self
+            .by_unit
+            .entry_ref(unit)
+            .or_default()
+            .entry_ref(account)
+            .or_default();
+        sums[index(side)] += amount;
+    }
+
+    /// Adds every sum of `other` (another part of the log).
+    pub fn merge(&mut self, other: PostingSums) {
+        if self.by_unit.is_empty() {
+            *self = other;
+            return;
+        }
+        for (unit, accounts) in other.by_unit {
+            for (account, [debits, credits]) in accounts {
+                self.add(&account, &unit, Side::Debit, &debits);
+                self.add(&account, &unit, Side::Credit, &credits);
+            }
+        }
+    }
+
+    /// Adds the sums into `into`'s debits and credits, exactly. An error
+    /// names an account whose total would leave the amount domain (which a
+    /// log the writer wrote cannot hold).
+    pub fn add_into(&self, into: &mut BalanceProjection) -> Result<(), BalanceOverflow> {
+        for (unit, accounts) in &self.by_unit {
+            for (account, sums) in accounts {
+                for side in [Side::Debit, Side::Credit] {
+                    let overflow = || BalanceOverflow {
+                        account: account.clone(),
+                    };
+                    let sum = sums[index(side)].to_decimal().ok_or_else(overflow)?;
+                    into.add(account, unit, side, sum)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn w(s: &str) -> WideDecimal {
+        WideDecimal::parse(s).unwrap()
+    }
+
+    #[test]
+    fn parts_may_pass_the_domain_if_the_whole_does_not() {
+        let mut first = PostingSums::new();
+        first.add("cust", "USD", Side::Debit, &w("0.5"));
+        let mut second = PostingSums::new();
+        second.add("cust", "USD", Side::Debit, &w("0.5"));
+        second.add("cust", "USD", Side::Debit, &w("9799999999999999999999999999"));
+        second.add("@revenue", "USD", Side::Credit, &w("1"));
+        // Alone, the second part does not fit.
+        assert!(second.add_into(&mut BalanceProjection::new()).is_err());
+        first.merge(second);
+        let mut p = BalanceProjection::new();
+        first.add_into(&mut p).unwrap();
+        let cust = p.get("cust", "USD").unwrap();
+        assert_eq!(cust.debits.to_string(), "9800000000000000000000000000");
+        assert!(cust.credits.is_zero());
+        assert_eq!(p.get("@revenue", "USD").unwrap().credits.to_string(), "1");
+    }
+}

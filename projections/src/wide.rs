@@ -1,0 +1,217 @@
+//! Exact sums of any size, for the aggregates the writer does not decide.
+//!
+//! A stored total stays inside the amount domain ([`crate::total`]),
+//! but a usage summary adds up many quantities (a day of 28-digit token
+//! counts), and a statement's movements or a rebuild's partial sums add up
+//! subsets of an account's entries that are not prefixes of the log: these
+//! can legitimately pass 28 digits. [`WideDecimal`] holds
+//! them exactly: every input has at most 18 fractional digits, so a value
+//! is an integer count of 10^−18, kept in an `i128` while it fits (every
+//! realistic sum) and in a big integer beyond.
+
+use std::fmt;
+use std::ops::{Add, AddAssign, Neg, Sub};
+
+use num_bigint::BigInt;
+use rust_decimal::Decimal;
+use crate::total::{self, MAX_FRACTIONAL_DIGITS};
+
+/// The fixed scale of a [`WideDecimal`]: 10^−18 is its unit.
+const SCALE: u32 = MAX_FRACTIONAL_DIGITS;
+
+/// An exact decimal of any size with at most 18 fractional digits.
+///
+/// One value has one representation (`Small` whenever it fits an `i128`),
+/// so the derived equality and hash are the value's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum WideDecimal {
+    Small(i128),
+    Big(BigInt),
+}
+
+impl Default for WideDecimal {
+    fn default() -> Self {
+        WideDecimal::ZERO
+    }
+}
+
+impl WideDecimal {
+    pub const ZERO: WideDecimal = WideDecimal::Small(0);
+
+    fn from_big(big: BigInt) -> Self {
+        match i128::try_from(&big) {
+            Ok(small) => WideDecimal::Small(small),
+            Err(_) => WideDecimal::Big(big),
+        }
+    }
+
+    fn big(&self) -> BigInt {
+        match self {
+            WideDecimal::Small(v) => BigInt::from(*v),
+            WideDecimal::Big(v) => v.clone(),
+        }
+    }
+
+    /// The exact value of `d`; `None` if it has more than 18 fractional
+    /// digits (no amount, quantity or stored total has).
+    pub fn from_decimal(d: Decimal) -> Option<Self> {
+        let (mut mantissa, mut scale) = (d.mantissa(), d.scale());
+        while scale > SCALE {
+            if mantissa % 10 != 0 {
+                return None;
+            }
+            mantissa /= 10;
+            scale -= 1;
+        }
+        let factor = 10i128.pow(SCALE - scale);
+        Some(match mantissa.checked_mul(factor) {
+            Some(v) => WideDecimal::Small(v),
+            None => WideDecimal::Big(BigInt::from(mantissa) * factor),
+        })
+    }
+
+    /// Parses the plain decimal text a database holds (`-123.4500`,
+    /// `7`): an optional sign, digits, optionally a point and digits. Zeros
+    /// past the 18th fractional digit are accepted; any other digit there,
+    /// an exponent or anything else is `None`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (negative, rest) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text.strip_prefix('+').unwrap_or(text)),
+        };
+        let (int, frac) = rest.split_once('.').unwrap_or((rest, ""));
+        if int.is_empty()
+            || (rest.contains('.') && frac.is_empty())
+            || !int.bytes().all(|b| b.is_ascii_digit())
+            || !frac.bytes().all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        let frac = frac.trim_end_matches('0');
+        if frac.len() > SCALE as usize {
+            return None;
+        }
+        let digits = format!("{int}{frac:0<width$}", width = SCALE as usize);
+        let value = match digits.parse::<i128>() {
+            Ok(v) => WideDecimal::Small(v),
+            Err(_) => WideDecimal::from_big(digits.parse::<BigInt>().ok()?),
+        };
+        Some(if negative { -value } else { value })
+    }
+
+    pub fn is_zero(&self) -> bool {
+        matches!(self, WideDecimal::Small(0))
+    }
+
+    /// The value as a `Decimal` if it is inside the amount domain.
+    pub fn to_decimal(&self) -> Option<Decimal> {
+        let d = match self {
+            WideDecimal::Small(v) => Decimal::try_from_i128_with_scale(*v, SCALE).ok(),
+            WideDecimal::Big(_) => None,
+        };
+        // A value past 96 bits at scale 18 may still be in the domain at a
+        // smaller scale (10^27): its canonical text tells.
+        let d = match d {
+            Some(d) => d,
+            None => Decimal::from_str_exact(&self.to_string()).ok()?,
+        };
+        total::add(d, Decimal::ZERO)
+    }
+}
+
+impl Add<&WideDecimal> for &WideDecimal {
+    type Output = WideDecimal;
+    fn add(self, other: &WideDecimal) -> WideDecimal {
+        if let (WideDecimal::Small(a), WideDecimal::Small(b)) = (self, other) {
+            if let Some(sum) = a.checked_add(*b) {
+                return WideDecimal::Small(sum);
+            }
+        }
+        WideDecimal::from_big(self.big() + other.big())
+    }
+}
+
+impl Add for WideDecimal {
+    type Output = WideDecimal;
+    fn add(self, other: WideDecimal) -> WideDecimal {
+        &self + &other
+    }
+}
+
+impl AddAssign<&WideDecimal> for WideDecimal {
+    fn add_assign(&mut self, other: &WideDecimal) {
+        *self = &*self + other;
+    }
+}
+
+impl Neg for WideDecimal {
+    type Output = WideDecimal;
+    fn neg(self) -> WideDecimal {
+        match self {
+            WideDecimal::Small(v) => match v.checked_neg() {
+                Some(n) => WideDecimal::Small(n),
+                None => WideDecimal::Big(-BigInt::from(v)),
+            },
+            WideDecimal::Big(v) => WideDecimal::from_big(-v),
+        }
+    }
+}
+
+impl Neg for &WideDecimal {
+    type Output = WideDecimal;
+    fn neg(self) -> WideDecimal {
+        -self.clone()
+    }
+}
+
+impl Sub<&WideDecimal> for &WideDecimal {
+    type Output = WideDecimal;
+    fn sub(self, other: &WideDecimal) -> WideDecimal {
+        self + &(-other)
+    }
+}
+
+impl Sub for WideDecimal {
+    type Output = WideDecimal;
+    fn sub(self, other: WideDecimal) -> WideDecimal {
+        &self - &other
+    }
+}
+
+impl PartialOrd for WideDecimal {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for WideDecimal {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        match (self, other) {
+            (WideDecimal::Small(a), WideDecimal::Small(b)) => a.cmp(b),
+            _ => self.big().cmp(&other.big()),
+        }
+    }
+}
+
+impl fmt::Display for WideDecimal {
+    /// The canonical text: no exponent, no trailing fractional zeros, `0`
+    /// for zero (the same text `amount::canonical` gives a `Decimal`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (negative, digits) = match self {
+            WideDecimal::Small(v) => (*v < 0, v.unsigned_abs().to_string()),
+            WideDecimal::Big(v) => (v.sign() == num_bigint::Sign::Minus, v.magnitude().to_string()),
+        };
+        let digits = format!("{digits:0>width$}", width = SCALE as usize + 1);
+        let (int, frac) = digits.split_at(digits.len() - SCALE as usize);
+        let frac = frac.trim_end_matches('0');
+        if negative {
+            f.write_str("-")?;
+        }
+        f.write_str(int)?;
+        if !frac.is_empty() {
+            write!(f, ".{frac}")?;
+        }
+        Ok(())
+    }
+}
+
