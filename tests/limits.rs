@@ -5,6 +5,8 @@
 //! rejection `total_out_of_range`. Aggregates the writer does not decide
 //! (usage summaries, a statement's movements) are exact however large.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};
@@ -44,7 +46,11 @@ async fn posted(server: &Server, path: &str, key: &str, body: &Value) -> Value {
 /// replay answers the very same body, marked as a replay.
 async fn rejected(server: &Server, path: &str, key: &str, body: &Value, code: &str) -> Value {
     let r = server.post(path, key, body).await;
-    assert_eq!((r.status, r.code()), (422, code.to_owned()), "{body}: {r:?}");
+    assert_eq!(
+        (r.status, r.code()),
+        (422, code.to_owned()),
+        "{body}: {r:?}"
+    );
     let first = r.json();
     assert_eq!(first["entry"]["status"], "rejected", "{first}");
     assert_eq!(first["entry"]["rejection"]["code"], code, "{first}");
@@ -129,7 +135,13 @@ async fn a_debit_past_the_total_domain_is_a_stored_rejection_and_every_read_answ
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", ALL).await;
     let server = ledger.server().await;
-    posted(&server, "/v1/usage-debits", &key, &debit("u1", "cust", NINES)).await;
+    posted(
+        &server,
+        "/v1/usage-debits",
+        &key,
+        &debit("u1", "cust", NINES),
+    )
+    .await;
     let body = rejected(
         &server,
         "/v1/usage-debits",
@@ -156,7 +168,13 @@ async fn a_payment_whose_balance_needs_more_digits_is_rejected_not_rounded(engin
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", ALL).await;
     let server = ledger.server().await;
-    posted(&server, "/v1/usage-debits", &key, &debit("u1", "cust", NINES)).await;
+    posted(
+        &server,
+        "/v1/usage-debits",
+        &key,
+        &debit("u1", "cust", NINES),
+    )
+    .await;
     // credits − debits would be −9999999999999999999999999998.999999999999999999:
     // 46 significant digits.
     let tiny = "0.000000000000000001";
@@ -244,7 +262,8 @@ async fn refunded_totals_are_added_exactly(engine: Engine) {
     let key = ledger.key("acme", ALL).await;
     let server = ledger.server().await;
     posted(&server, "/v1/payments", &key, &payment("p", "cust", NINES)).await;
-    let refund = |id: &str, amount: &str| json!({"refund_id": id, "payment_id": "p", "amount": amount});
+    let refund =
+        |id: &str, amount: &str| json!({"refund_id": id, "payment_id": "p", "amount": amount});
     // cust's posted would be 9999999999999999999999999998.999999999999999999:
     // rejected, not booked with a rounded balance_after.
     let body = rejected(
@@ -320,9 +339,21 @@ async fn statement_movements_past_28_digits_are_exact(engine: Engine) {
     let server = ledger.server().await;
     // Every total of cust stays inside the domain after each entry, but the
     // last two entries together move 9799999999999999999999999999.5.
-    posted(&server, "/v1/usage-debits", &key, &debit("u1", "cust", "0.5")).await;
+    posted(
+        &server,
+        "/v1/usage-debits",
+        &key,
+        &debit("u1", "cust", "0.5"),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let second = posted(&server, "/v1/usage-debits", &key, &debit("u2", "cust", "0.5")).await;
+    let second = posted(
+        &server,
+        "/v1/usage-debits",
+        &key,
+        &debit("u2", "cust", "0.5"),
+    )
+    .await;
     posted(
         &server,
         "/v1/usage-debits",
@@ -352,7 +383,10 @@ async fn statement_movements_past_28_digits_are_exact(engine: Engine) {
         s["movements"]["net"], "-9799999999999999999999999999.5",
         "{s}"
     );
-    assert_eq!(s["closing_balance"]["debits"], "9800000000000000000000000000", "{s}");
+    assert_eq!(
+        s["closing_balance"]["debits"], "9800000000000000000000000000",
+        "{s}"
+    );
     every_read_answers(&ledger, &server, &key, "cust").await;
 }
 
@@ -360,7 +394,13 @@ async fn a_rebuild_in_parts_adds_partial_sums_past_28_digits_exactly(engine: Eng
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", ALL).await;
     let server = ledger.server().await;
-    posted(&server, "/v1/usage-debits", &key, &debit("u1", "cust", "0.5")).await;
+    posted(
+        &server,
+        "/v1/usage-debits",
+        &key,
+        &debit("u1", "cust", "0.5"),
+    )
+    .await;
     // Enough entries for a rebuild to read the log in more than one part
     // (SQLite: seq ranges past 1,000 entries; PostgreSQL: past 64 heap
     // blocks); cust's last two entries land in the last part.
@@ -377,7 +417,13 @@ async fn a_rebuild_in_parts_adds_partial_sums_past_28_digits_exactly(engine: Eng
             .await;
         assert_eq!(r.status, 200, "{r:?}");
     }
-    posted(&server, "/v1/usage-debits", &key, &debit("u2", "cust", "0.5")).await;
+    posted(
+        &server,
+        "/v1/usage-debits",
+        &key,
+        &debit("u2", "cust", "0.5"),
+    )
+    .await;
     // Every prefix of cust's debits fits (0.5, 1, 9799999999999999999999999999);
     // the last part's sum alone, 9799999999999999999999999998.5, does not.
     posted(
@@ -395,7 +441,11 @@ async fn a_rebuild_in_parts_adds_partial_sums_past_28_digits_exactly(engine: Eng
     let revenue = server
         .get("/v1/accounts/@revenue/balance?unit=USD", &key)
         .await;
-    assert_eq!(revenue.json()["credits"], "9800000000000000000000001999", "{revenue:?}");
+    assert_eq!(
+        revenue.json()["credits"],
+        "9800000000000000000000001999",
+        "{revenue:?}"
+    );
     let (ok, out, err) = ledger.tally(&["verify"]).await;
     assert!(ok, "tally verify failed:\n{out}\n{err}");
 }

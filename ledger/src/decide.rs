@@ -379,8 +379,18 @@ fn new_balances(state: &GroupState, plan: &Plan) -> Result<Vec<(String, AccountB
         Ok(())
     };
     if plan.moves_money {
-        change(&plan.debit_account, "debits", |b| &mut b.debits, plan.amount)?;
-        change(&plan.credit_account, "credits", |b| &mut b.credits, plan.amount)?;
+        change(
+            &plan.debit_account,
+            "debits",
+            |b| &mut b.debits,
+            plan.amount,
+        )?;
+        change(
+            &plan.credit_account,
+            "credits",
+            |b| &mut b.credits,
+            plan.amount,
+        )?;
     }
     if !plan.held_delta.is_zero() {
         change(&plan.account, "held", |b| &mut b.held, plan.held_delta)?;
@@ -1117,7 +1127,10 @@ mod tests {
         let other = debit("u3", "d", "1", "USD");
         let out = decide_group(&mut state, &[&other], Utc::now(), ids());
         let message = out.new_entries[0].rejection_message.as_deref().unwrap();
-        assert!(message.starts_with("credits of @revenue would be"), "{message}");
+        assert!(
+            message.starts_with("credits of @revenue would be"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -54,7 +54,9 @@ impl UsageTotals {
     pub fn of_one(quantity: Decimal, amount: Decimal) -> Result<UsageTotals, LedgerError> {
         let exact = |d: Decimal, what: &str| {
             WideDecimal::from_decimal(d).ok_or_else(|| {
-                LedgerError::Corrupt(format!("usage {what} {d} has more than 18 fractional digits"))
+                LedgerError::Corrupt(format!(
+                    "usage {what} {d} has more than 18 fractional digits"
+                ))
             })
         };
         Ok(UsageTotals {
@@ -811,16 +813,31 @@ mod tests {
         }
         let rows: Vec<_> = fold.iter().map(|(k, t)| (k.clone(), t.clone())).collect();
         let days = summarise(&rows, Granularity::Day).unwrap();
-        assert_eq!(days[0].quantity, "19999999999999999999999999998.000000000000000001");
+        assert_eq!(
+            days[0].quantity,
+            "19999999999999999999999999998.000000000000000001"
+        );
         let months = summarise(&rows, Granularity::Month).unwrap();
-        assert_eq!(months[0].quantity, "29999999999999999999999999997.000000000000000001");
+        assert_eq!(
+            months[0].quantity,
+            "29999999999999999999999999997.000000000000000001"
+        );
         assert_eq!(months[0].entries, 4);
         // Taking a debit back out is exact too.
         fold.apply(
-            &entry(5, EntryKind::Reversal, "c", "1", serde_json::json!({"entry_id": "ent_3"})),
+            &entry(
+                5,
+                EntryKind::Reversal,
+                "c",
+                "1",
+                serde_json::json!({"entry_id": "ent_3"}),
+            ),
             Some(&at(3, "0.000000000000000001", "29")),
         )
         .unwrap();
-        assert_eq!(fold.get(&key("m", "2026-11-29")).unwrap().quantity, w("19999999999999999999999999998"));
+        assert_eq!(
+            fold.get(&key("m", "2026-11-29")).unwrap().quantity,
+            w("19999999999999999999999999998")
+        );
     }
 }

@@ -358,9 +358,7 @@ pub async fn verify_usage(
     let show = |t: &crate::usage::UsageTotals| {
         format!(
             "quantity {}, amount {}, {} entries",
-            t.quantity,
-            t.amount,
-            t.entries
+            t.quantity, t.amount, t.entries
         )
     };
     for (key, folded) in fold.iter() {

@@ -11,9 +11,9 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use rust_decimal::Decimal;
-    use crate::amount::{canonical, MAX_FRACTIONAL_DIGITS as AMOUNT_FRACTIONAL_DIGITS};
     use crate::amount::MAX_SIGNIFICANT_DIGITS as AMOUNT_SIGNIFICANT_DIGITS;
+    use crate::amount::{canonical, MAX_FRACTIONAL_DIGITS as AMOUNT_FRACTIONAL_DIGITS};
+    use rust_decimal::Decimal;
 
     fn w(s: &str) -> WideDecimal {
         WideDecimal::parse(s).unwrap()
@@ -51,7 +51,10 @@ mod tests {
         assert_eq!((-w("1.50")).to_string(), "-1.5");
         assert_eq!(w("-0.000").to_string(), "0");
         assert_eq!(w("+12.3400").to_string(), "12.34");
-        assert_eq!(w(NINES).to_decimal(), Some(Decimal::from_str(NINES).unwrap()));
+        assert_eq!(
+            w(NINES).to_decimal(),
+            Some(Decimal::from_str(NINES).unwrap())
+        );
         let big_but_in_domain = w("1000000000000000000000000000");
         assert!(matches!(big_but_in_domain, WideDecimal::Big(_)));
         assert!(big_but_in_domain.to_decimal().is_some());
@@ -60,7 +63,17 @@ mod tests {
 
     #[test]
     fn parse_refuses_what_is_not_a_plain_decimal() {
-        for bad in ["", "-", "1.", ".5", "1e5", "NaN", "1,5", " 1", "0.0000000000000000001"] {
+        for bad in [
+            "",
+            "-",
+            "1.",
+            ".5",
+            "1e5",
+            "NaN",
+            "1,5",
+            " 1",
+            "0.0000000000000000001",
+        ] {
             assert_eq!(WideDecimal::parse(bad), None, "{bad:?}");
         }
         assert_eq!(w("0.0000000000000000010"), w("0.000000000000000001"));

@@ -91,7 +91,12 @@ mod tests {
         first.add("cust", "USD", Side::Debit, &w("0.5"));
         let mut second = PostingSums::new();
         second.add("cust", "USD", Side::Debit, &w("0.5"));
-        second.add("cust", "USD", Side::Debit, &w("9799999999999999999999999999"));
+        second.add(
+            "cust",
+            "USD",
+            Side::Debit,
+            &w("9799999999999999999999999999"),
+        );
         second.add("@revenue", "USD", Side::Credit, &w("1"));
         // Alone, the second part does not fit.
         assert!(second.add_into(&mut BalanceProjection::new()).is_err());

@@ -94,7 +94,10 @@ mod tests {
     #[test]
     fn sums_inside_the_domain_are_exact() {
         assert_eq!(add(d("1.5"), d("2.25")), Some(d("3.75")));
-        assert_eq!(add(d(NINES), d("-1")), Some(d("9999999999999999999999999998")));
+        assert_eq!(
+            add(d(NINES), d("-1")),
+            Some(d("9999999999999999999999999998"))
+        );
         assert_eq!(
             add(d("0.999999999999999999"), d("0.000000000000000001")),
             Some(d("1"))
@@ -102,7 +105,13 @@ mod tests {
         assert_eq!(sub(d("1"), d("1.000000000000000000")), Some(Decimal::ZERO));
         // A trailing zero of the operands is no digit of the result.
         assert_eq!(add(d("1.50"), d("0.50")).unwrap().to_string(), "2");
-        assert_eq!(add(Decimal::from_i128_with_scale(10i128.pow(27), 0), Decimal::ZERO), Some(Decimal::from_i128_with_scale(10i128.pow(27), 0)));
+        assert_eq!(
+            add(
+                Decimal::from_i128_with_scale(10i128.pow(27), 0),
+                Decimal::ZERO
+            ),
+            Some(Decimal::from_i128_with_scale(10i128.pow(27), 0))
+        );
         let one = Decimal::from_i128_with_scale(10i128.pow(28), 28);
         assert_eq!(add(one, d("9999999999999999999999999998")), Some(d(NINES)));
     }
@@ -112,9 +121,18 @@ mod tests {
         // 29 significant digits.
         assert_eq!(add(d(NINES), d("1")), None);
         assert_eq!(add(d(NINES), d(NINES)), None);
-        assert_eq!(sub(Decimal::ZERO, Decimal::from_i128_with_scale(10i128.pow(28), 0)), None);
+        assert_eq!(
+            sub(
+                Decimal::ZERO,
+                Decimal::from_i128_with_scale(10i128.pow(28), 0)
+            ),
+            None
+        );
         // rust_decimal rounds this one to NINES.
-        assert_eq!(d(NINES).checked_add(d("0.000000000000000001")), Some(d(NINES)));
+        assert_eq!(
+            d(NINES).checked_add(d("0.000000000000000001")),
+            Some(d(NINES))
+        );
         assert_eq!(add(d(NINES), d("0.000000000000000001")), None);
         assert_eq!(sub(d("0.000000000000000001"), d(NINES)), None);
         // More than 18 fractional digits.

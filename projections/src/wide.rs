@@ -12,9 +12,9 @@
 use std::fmt;
 use std::ops::{Add, AddAssign, Neg, Sub};
 
+use crate::total::{self, MAX_FRACTIONAL_DIGITS};
 use num_bigint::BigInt;
 use rust_decimal::Decimal;
-use crate::total::{self, MAX_FRACTIONAL_DIGITS};
 
 /// The fixed scale of a [`WideDecimal`]: 10^−18 is its unit.
 const SCALE: u32 = MAX_FRACTIONAL_DIGITS;
@@ -199,7 +199,10 @@ impl fmt::Display for WideDecimal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (negative, digits) = match self {
             WideDecimal::Small(v) => (*v < 0, v.unsigned_abs().to_string()),
-            WideDecimal::Big(v) => (v.sign() == num_bigint::Sign::Minus, v.magnitude().to_string()),
+            WideDecimal::Big(v) => (
+                v.sign() == num_bigint::Sign::Minus,
+                v.magnitude().to_string(),
+            ),
         };
         let digits = format!("{digits:0>width$}", width = SCALE as usize + 1);
         let (int, frac) = digits.split_at(digits.len() - SCALE as usize);
@@ -214,4 +217,3 @@ impl fmt::Display for WideDecimal {
         Ok(())
     }
 }
-

@@ -20,8 +20,8 @@ use tally_projections::{AccountBalance, BalanceProjection};
 use crate::amount::parse_exact;
 #[cfg(test)]
 use crate::usage::UsageTotals;
-use crate::wide::WideDecimal;
 use crate::usage::{UsageFold, UsageKey, DAY_FORMAT};
+use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 /// A stored balance row, read as text.

@@ -631,10 +631,7 @@ pub(crate) fn merge_postings(
         sums.merge(part);
     }
     sums.add_into(into).map_err(|o| {
-        LedgerError::Corrupt(format!(
-            "a total of {} leaves the amount domain",
-            o.account
-        ))
+        LedgerError::Corrupt(format!("a total of {} leaves the amount domain", o.account))
     })
 }
 

@@ -22,13 +22,13 @@ use sqlx::{ColumnIndex, Decode, QueryBuilder, Row, Type};
 
 use super::changes::{usage_changes, StoredUsage};
 use super::{join_folds, parse_decimal, rebuild_ranges, split_range, Storage, LOG_PAGE};
-use crate::wide::WideDecimal;
 use crate::entry::EntryStatus;
 use crate::intent::EntryKind;
 use crate::usage::{
     reversal_target_of, string_or_none, UsageFold, UsageKey, UsageParams, UsageScan, UsageSource,
     UsageTotals, DAY_FORMAT, USAGE_PROJECTOR,
 };
+use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 /// Most entries one projector round folds (and one transaction writes).
