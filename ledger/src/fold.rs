@@ -42,7 +42,10 @@ pub struct LogFold {
 }
 
 fn corrupt_overflow(o: tally_projections::BalanceOverflow) -> LedgerError {
-    LedgerError::Corrupt(format!("balance of {} overflows", o.account))
+    LedgerError::Corrupt(format!(
+        "a total of {} leaves the amount domain (28 significant digits, 18 fractional)",
+        o.account
+    ))
 }
 
 impl LogFold {
