@@ -22,6 +22,7 @@ engine_tests!(
     a_full_revenue_account_rejects_debits_after_a_restart,
     statement_movements_past_28_digits_are_exact,
     a_rebuild_in_parts_adds_partial_sums_past_28_digits_exactly,
+    a_total_stored_before_the_domain_reads_back_and_rejects_writes,
 );
 
 const NINES: &str = "9999999999999999999999999999";
@@ -448,4 +449,49 @@ async fn a_rebuild_in_parts_adds_partial_sums_past_28_digits_exactly(engine: Eng
     );
     let (ok, out, err) = ledger.tally(&["verify"]).await;
     assert!(ok, "tally verify failed:\n{out}\n{err}");
+}
+
+/// A database written before totals were kept inside the domain may hold a
+/// 29-digit total: its reads answer, and its writes are decided.
+async fn a_total_stored_before_the_domain_reads_back_and_rejects_writes(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", ALL).await;
+    let server = ledger.server().await;
+    posted(
+        &server,
+        "/v1/usage-debits",
+        &key,
+        &debit("u1", "cust", NINES),
+    )
+    .await;
+    server.terminate().await;
+    ledger
+        .sql(&[
+            "UPDATE balances SET debits = '19999999999999999999999999998' \
+                WHERE account = 'cust'",
+        ])
+        .await;
+    let server = ledger.server().await;
+    let balance = server.balance(&key, "cust").await;
+    assert_eq!(
+        (&balance["debits"], &balance["posted"]),
+        (
+            &json!("19999999999999999999999999998"),
+            &json!("-19999999999999999999999999998")
+        )
+    );
+    for path in ["/v1/accounts/cust", "/v1/entries?account=cust"] {
+        let r = server.get(path, &key).await;
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+    }
+    rejected(
+        &server,
+        "/v1/usage-debits",
+        &key,
+        &debit("u2", "cust", "1"),
+        "total_out_of_range",
+    )
+    .await;
+    // Other accounts are untouched by it.
+    posted(&server, "/v1/payments", &key, &payment("p1", "other", "1")).await;
 }

@@ -16,13 +16,15 @@ impl AccountBalance {
     ///
     /// Exact for every balance the ledger stores or folds: their totals,
     /// `posted` and `available` included, stay inside the amount domain
-    /// ([`crate::total`]), which a `Decimal` subtraction never rounds.
+    /// ([`crate::total`]), which a `Decimal` subtraction never rounds. (A
+    /// total stored before that rule may lie outside; the subtraction then
+    /// saturates rather than panics.)
     pub fn posted(&self) -> Decimal {
-        self.credits - self.debits
+        self.credits.saturating_sub(self.debits)
     }
 
     pub fn available(&self) -> Decimal {
-        self.posted() - self.held
+        self.posted().saturating_sub(self.held)
     }
 
     /// The first of this balance's totals (`debits`, `credits`, `held`,

@@ -686,6 +686,17 @@ pub(crate) fn parse_decimal(text: &str, what: &str) -> Result<rust_decimal::Deci
         .map_err(|m| LedgerError::Corrupt(format!("{what} {text:?} {m}")))
 }
 
+/// A stored total (`debits`, `credits`, `held`, `balance_after`). The
+/// writer keeps every total inside the amount domain, which
+/// [`parse_decimal`] reads; a database written before that rule may hold a
+/// total of 29 digits, which is read exactly all the same (anything a
+/// `Decimal` holds without rounding), so such a tenant's reads still answer
+/// and its writes are decided (`total_out_of_range`) instead of failing.
+pub(crate) fn parse_total(text: &str, what: &str) -> Result<rust_decimal::Decimal, LedgerError> {
+    parse_decimal(text, what)
+        .or_else(|e| rust_decimal::Decimal::from_str_exact(text).map_err(|_| e))
+}
+
 /// Decodes the engine-independent columns of an entry row; the engine
 /// supplies `recorded_at`, which the two store differently.
 pub(crate) fn decode_entry<'r, R>(
@@ -721,7 +732,7 @@ where
         params: text("params")?,
         fingerprint: text("fingerprint")?,
         recorded_at,
-        balance_after: parse_decimal(&text("balance_after")?, "balance_after")?,
+        balance_after: parse_total(&text("balance_after")?, "balance_after")?,
         prev_hash: text("prev_hash")?,
         hash: text("hash")?,
     })
@@ -774,7 +785,7 @@ where
     String: Decode<'r, R::Database> + Type<R::Database>,
 {
     let amount = |c: &'static str| -> Result<rust_decimal::Decimal, LedgerError> {
-        parse_decimal(&row.try_get::<String, _>(c)?, c)
+        parse_total(&row.try_get::<String, _>(c)?, c)
     };
     Ok(tally_projections::AccountBalance {
         debits: amount("debits")?,

@@ -203,7 +203,7 @@ impl PackedEntry {
             recorded_at: DateTime::parse_from_rfc3339(&recorded_at)
                 .map_err(|_| LedgerError::Corrupt(format!("recorded_at {recorded_at:?}")))?
                 .with_timezone(&Utc),
-            balance_after: parse_decimal(&balance_after, "balance_after")?,
+            balance_after: super::parse_total(&balance_after, "balance_after")?,
             prev_hash,
             hash,
         })
