@@ -243,7 +243,13 @@ impl StateValue {
                 entry_id: s("entry_id")?,
                 closed_by: s("closed_by"),
             }),
-            StateKey::Refunded(_) => StateValue::Refunded(parse_exact(v.as_str()?, false).ok()?),
+            // A refunded total stored before totals were kept inside the
+            // amount domain may have 29 digits: read exactly all the same.
+            StateKey::Refunded(_) => StateValue::Refunded(
+                parse_exact(v.as_str()?, false)
+                    .ok()
+                    .or_else(|| rust_decimal::Decimal::from_str_exact(v.as_str()?).ok())?,
+            ),
             StateKey::Reversal(_) => StateValue::ReversedBy(v.as_str()?.to_owned()),
         })
     }
