@@ -75,9 +75,7 @@ async fn numbers_with_extreme_exponents_are_exact_or_refused(engine: Engine) {
             (
                 "/v1/usage-debits",
                 "amount",
-                format!(
-                    r#"{{"usage_record_id":"u{i}","account":"c1","amount":{n},"unit":"USD"}}"#
-                ),
+                format!(r#"{{"usage_record_id":"u{i}","account":"c1","amount":{n},"unit":"USD"}}"#),
             ),
             (
                 "/v1/usage-debits",
@@ -143,13 +141,30 @@ async fn numbers_with_extreme_exponents_are_exact_or_refused(engine: Engine) {
     assert!(entries(&server, &key).await.is_empty(), "a refusal wrote");
 
     // Zero with an extreme exponent is zero: not an amount, but a quantity.
-    for zero in ["0e-9223372036854775808", "0e9223372036854775807", "0e99999999999999999999"] {
-        let body = format!(r#"{{"usage_record_id":"z","account":"c1","amount":{zero},"unit":"USD"}}"#);
+    for zero in [
+        "0e-9223372036854775808",
+        "0e9223372036854775807",
+        "0e99999999999999999999",
+    ] {
+        let body =
+            format!(r#"{{"usage_record_id":"z","account":"c1","amount":{zero},"unit":"USD"}}"#);
         let r = server
-            .post_raw("/v1/usage-debits", &key, "application/json", body.clone().into_bytes())
+            .post_raw(
+                "/v1/usage-debits",
+                &key,
+                "application/json",
+                body.clone().into_bytes(),
+            )
             .await;
         assert_invalid(&r, "amount", &body);
-        assert!(r.json()["detail"].as_str().unwrap().contains("greater than zero"), "{}", show(&r));
+        assert!(
+            r.json()["detail"]
+                .as_str()
+                .unwrap()
+                .contains("greater than zero"),
+            "{}",
+            show(&r)
+        );
     }
     assert!(entries(&server, &key).await.is_empty(), "a refusal wrote");
 
@@ -162,7 +177,10 @@ async fn numbers_with_extreme_exponents_are_exact_or_refused(engine: Engine) {
         ("1.0000000000000000000000000000000000000000", "1"),
         ("0.000000000000000001", "0.000000000000000001"),
         ("1000000000000000000000000000e-18", "1000000000"),
-        ("9999999999999999999999999999", "9999999999999999999999999999"),
+        (
+            "9999999999999999999999999999",
+            "9999999999999999999999999999",
+        ),
     ]
     .into_iter()
     .enumerate()
@@ -171,7 +189,12 @@ async fn numbers_with_extreme_exponents_are_exact_or_refused(engine: Engine) {
             r#"{{"usage_record_id":"ok{i}","account":"c{i}","amount":{n},"unit":"USD","quantity":{n}}}"#
         );
         let r = server
-            .post_raw("/v1/usage-debits", &key, "application/json", body.into_bytes())
+            .post_raw(
+                "/v1/usage-debits",
+                &key,
+                "application/json",
+                body.into_bytes(),
+            )
             .await;
         assert_eq!(r.status, 201, "{n}: {}", show(&r));
         assert_eq!(r.json()["amount"], want, "{n}");
@@ -394,7 +417,10 @@ async fn invalid_names_in_paths_and_queries_are_refused_before_the_database(engi
         (format!("/v1/entries/{long_id}"), "id"),
         (format!("/v1/holds/{long_id}"), "hold_id"),
         (format!("/v1/entries?account={long_account}"), "account"),
-        (format!("/v1/accounts/c1/balance?unit={}", "U".repeat(33)), "unit"),
+        (
+            format!("/v1/accounts/c1/balance?unit={}", "U".repeat(33)),
+            "unit",
+        ),
     ]);
     for (path, field) in &cases {
         let r = server.get(path, &key).await;
@@ -411,11 +437,19 @@ async fn invalid_names_in_paths_and_queries_are_refused_before_the_database(engi
             .await;
         assert_invalid(&r, "hold_id", bad);
         let r = server
-            .post(&format!("/v1/holds/{bad}/release"), &key, &json!({"release_id": "r"}))
+            .post(
+                &format!("/v1/holds/{bad}/release"),
+                &key,
+                &json!({"release_id": "r"}),
+            )
             .await;
         assert_invalid(&r, "hold_id", bad);
         let r = server
-            .put(&format!("/v1/accounts/{bad}"), &key, &json!({"unit": "USD"}))
+            .put(
+                &format!("/v1/accounts/{bad}"),
+                &key,
+                &json!({"unit": "USD"}),
+            )
             .await;
         assert_invalid(&r, "account", bad);
     }
@@ -467,15 +501,21 @@ async fn a_json_body_in_another_charset_is_415(engine: Engine) {
         "application/json; charset=\"us-ascii\"",
         "application/problem+json; charset=windows-1252",
     ] {
-        let r = server.post_raw("/v1/usage-debits", &key, ct, body("x")).await;
+        let r = server
+            .post_raw("/v1/usage-debits", &key, ct, body("x"))
+            .await;
         assert_eq!(r.status, 415, "{ct}: {}", show(&r));
         assert_eq!(r.code(), "unsupported_media_type", "{ct}");
-        let r = server.post_raw("/v1/batch", &key, ct, br#"{"operations":[]}"#.to_vec()).await;
+        let r = server
+            .post_raw("/v1/batch", &key, ct, br#"{"operations":[]}"#.to_vec())
+            .await;
         assert_eq!(r.status, 415, "{ct}: {}", show(&r));
     }
     // Not JSON at all stays 400 malformed_json.
     for ct in ["text/plain", "text/plain; charset=latin1", ""] {
-        let r = server.post_raw("/v1/usage-debits", &key, ct, body("x")).await;
+        let r = server
+            .post_raw("/v1/usage-debits", &key, ct, body("x"))
+            .await;
         assert_eq!(r.status, 400, "{ct}: {}", show(&r));
         assert_eq!(r.code(), "malformed_json", "{ct}");
     }
