@@ -1,8 +1,14 @@
-//! Refuses JSON objects that name a key twice.
+//! Refuses JSON objects that name a key twice, or that pose as numbers.
 //!
 //! RFC 8259 leaves duplicate names to the parser, and serde_json keeps the
 //! last one. For a ledger `{"amount": "1", "amount": "100"}` is ambiguous, so
 //! it is refused (422) rather than silently read as 100.
+//!
+//! With serde_json's `arbitrary_precision` (which keeps a number's exact
+//! text) a number travels through serde as a one-key map whose key is
+//! [`NUMBER_TOKEN`], so `{"amount": {"$serde_json::private::Number": "2"}}`
+//! parses as the number 2. An object is never a number: a body that spells
+//! that key itself is refused (422 naming the object).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -10,23 +16,49 @@ use std::fmt::{self, Write as _};
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-/// Walks a JSON document and fails on the first object with a repeated key,
-/// naming the key (dotted from the root, e.g. `metadata.model`).
+/// The key serde_json's `arbitrary_precision` gives the map a number
+/// travels as (serde_json's private `number::TOKEN`).
+pub const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// What is wrong with a body's keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyProblem {
+    /// A key given twice: the key's path (dotted from the root, e.g.
+    /// `metadata.model`).
+    Repeated(String),
+    /// An object spelling [`NUMBER_TOKEN`]: the object's path (`""` for the
+    /// body itself).
+    PosesAsNumber(String),
+}
+
+/// Walks a JSON document and stops at the first object with a repeated key
+/// or with the key [`NUMBER_TOKEN`].
 ///
-/// Every mutation body passes here before it is parsed, so the walk
-/// allocates as little as it can: keys are borrowed from the body unless
-/// escaped, and a key's path is spelled out only once it is found repeated.
-pub fn find_duplicate_key(bytes: &[u8]) -> Option<String> {
+/// Every mutation body passes here, so the walk allocates as little as it
+/// can: keys are borrowed from the body unless escaped, and a path is
+/// spelled out only once a problem is found.
+pub fn find_key_problem(bytes: &[u8]) -> Option<KeyProblem> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let mut found = None;
-    // An error is either the repeated key (then `found` names it) or
-    // malformed JSON, which is not this check's business.
+    // An error is either the problem (then `found` names it) or malformed
+    // JSON, which is not this check's business.
+    let start = bytes.as_ptr() as usize;
     let _ = Check {
         at: &At::Root,
         found: &mut found,
+        body: start..start + bytes.len(),
     }
     .deserialize(&mut de);
     found
+}
+
+/// The repeated key of [`find_key_problem`], if that is its problem.
+#[cfg(test)]
+fn find_duplicate_key(bytes: &[u8]) -> Option<String> {
+    match find_key_problem(bytes)? {
+        KeyProblem::Repeated(path) => Some(path),
+        KeyProblem::PosesAsNumber(_) => None,
+    }
 }
 
 /// Where a value sits, as a chain to the root (spelled out on demand).
@@ -59,6 +91,19 @@ impl At<'_> {
 /// A key, borrowed from the body when it holds no escape.
 struct Key<'de>(Cow<'de, str>);
 
+impl Key<'_> {
+    /// Whether the client wrote this key: an escaped key was unescaped into
+    /// a string of its own, an unescaped one is borrowed from the body. The
+    /// key serde_json hands over for a number is neither: it points at
+    /// serde_json's own constant.
+    fn is_in(&self, body: &std::ops::Range<usize>) -> bool {
+        match &self.0 {
+            Cow::Owned(_) => true,
+            Cow::Borrowed(k) => body.contains(&(k.as_ptr() as usize)),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct KeyVisitor;
@@ -87,7 +132,9 @@ const COMPARED_KEYS: usize = 32;
 
 struct Check<'a, 'p> {
     at: &'p At<'p>,
-    found: &'a mut Option<String>,
+    found: &'a mut Option<KeyProblem>,
+    /// The addresses of the body's bytes.
+    body: std::ops::Range<usize>,
 }
 
 impl<'de> DeserializeSeed<'de> for Check<'_, '_> {
@@ -106,10 +153,17 @@ impl<'de> Visitor<'de> for Check<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let Check { at, found } = self;
+        let Check { at, found, body } = self;
         let mut seen: Vec<Cow<'de, str>> = Vec::new();
         let mut many: Option<HashSet<Cow<'de, str>>> = None;
-        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if key.0 == NUMBER_TOKEN && key.is_in(&body) {
+                let mut path = String::new();
+                at.spell(&mut path);
+                *found = Some(KeyProblem::PosesAsNumber(path));
+                return Err(de::Error::custom("an object posing as a number"));
+            }
+            let Key(key) = key;
             let repeated = match &mut many {
                 Some(set) => set.contains(&key),
                 None => seen.contains(&key),
@@ -117,12 +171,13 @@ impl<'de> Visitor<'de> for Check<'_, '_> {
             if repeated {
                 let mut path = String::new();
                 At::Key(at, &key).spell(&mut path);
-                *found = Some(path);
+                *found = Some(KeyProblem::Repeated(path));
                 return Err(de::Error::custom("duplicate key"));
             }
             map.next_value_seed(Check {
                 at: &At::Key(at, &key),
                 found: &mut *found,
+                body: body.clone(),
             })?;
             match &mut many {
                 Some(set) => {
@@ -140,12 +195,13 @@ impl<'de> Visitor<'de> for Check<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let Check { at, found } = self;
+        let Check { at, found, body } = self;
         let mut i = 0;
         while seq
             .next_element_seed(Check {
                 at: &At::Index(at, i),
                 found: &mut *found,
+                body: body.clone(),
             })?
             .is_some()
         {
@@ -211,6 +267,38 @@ mod tests {
         assert_eq!(
             find_duplicate_key(br#"[{"x":[0,{"y":1,"y":1}]}]"#).as_deref(),
             Some("[0].x[1].y")
+        );
+    }
+
+    #[test]
+    fn objects_posing_as_numbers_are_found_numbers_are_not() {
+        let posing = |body: &str| match find_key_problem(body.as_bytes()) {
+            Some(KeyProblem::PosesAsNumber(path)) => Some(path),
+            _ => None,
+        };
+        assert_eq!(
+            posing(r#"{"amount":{"$serde_json::private::Number":"2"}}"#).as_deref(),
+            Some("amount")
+        );
+        assert_eq!(
+            posing(r#"{"a":[1,{"b":{"$serde_json::private::Numbe\u0072":"2"}}]}"#).as_deref(),
+            Some("a[1].b")
+        );
+        assert_eq!(
+            posing(r#"{"$serde_json::private::Number":"2"}"#).as_deref(),
+            Some("")
+        );
+        // Still found when what follows does not parse.
+        assert_eq!(
+            posing(r#"{"q":{"$serde_json::private::Number":"two"}}"#).as_deref(),
+            Some("q")
+        );
+        // Real numbers of every form, and the token as a value, pass.
+        assert_eq!(
+            find_key_problem(
+                br#"{"a":1,"b":-0.5e-9223372036854775808,"c":[1E+400,0],"d":"$serde_json::private::Number"}"#
+            ),
+            None
         );
     }
 

@@ -73,9 +73,35 @@ pub fn check_customer_account(value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Any account, system accounts included (the `counter_account` of a request).
+/// Any account, system accounts included (an account a read names).
 pub fn check_any_account(value: &str) -> Result<(), String> {
     check_text(value, MAX_ACCOUNT_BYTES)
+}
+
+/// The system accounts the server keeps for its own bookkeeping, with why
+/// no request may name them as its `counter_account`.
+pub const RESERVED_ACCOUNTS: [(&str, &str); 2] = [
+    (
+        HOLDS_ACCOUNT,
+        "marks held money on holds and releases and has no balance",
+    ),
+    (
+        ADJUSTMENTS_ACCOUNT,
+        "is the other side of every adjustment, so its balance is the net of adjustments",
+    ),
+];
+
+/// The `counter_account` of a request: a customer account or a system
+/// account, except those in [`RESERVED_ACCOUNTS`].
+pub fn check_counter_account(value: &str) -> Result<(), String> {
+    check_any_account(value)?;
+    match RESERVED_ACCOUNTS.iter().find(|(name, _)| *name == value) {
+        Some((name, why)) => Err(format!(
+            "must not be {name}: the server keeps it for its own bookkeeping ({name} {why}); \
+             name a customer account or another system account such as @revenue or @payments"
+        )),
+        None => Ok(()),
+    }
 }
 
 pub fn check_unit(value: &str) -> Result<(), String> {
@@ -145,6 +171,13 @@ mod tests {
         assert!(check_customer_account("").is_err());
         assert!(check_customer_account("@revenue").is_err());
         assert!(check_any_account("@revenue").is_ok());
+        assert!(check_counter_account("@revenue").is_ok());
+        assert!(check_counter_account("@fees").is_ok());
+        assert!(check_counter_account("cust_7").is_ok());
+        assert!(check_counter_account("@holds").is_err());
+        assert!(check_counter_account("@adjustments").is_err());
+        assert!(check_counter_account("@holdsx").is_ok());
+        assert!(check_counter_account("a\0b").is_err());
         assert!(check_customer_account("a\u{7}b").is_err());
         assert!(check_customer_account(&"x".repeat(128)).is_ok());
         assert!(check_customer_account(&"x".repeat(129)).is_err());
