@@ -85,10 +85,8 @@ pub fn parse_exact(text: &str, allow_exponent: bool) -> Result<Decimal, String> 
     };
     let digits = i128::try_from(significant.len()).map_err(|_| too_many_digits())?;
     let integer_zeros = exp.max(0);
-    if digits
-        .checked_add(integer_zeros)
-        .map_or(true, |n| n > MAX_SIGNIFICANT_DIGITS as i128)
-    {
+    let integer_digits = digits.checked_add(integer_zeros);
+    if !matches!(integer_digits, Some(n) if n <= MAX_SIGNIFICANT_DIGITS as i128) {
         return Err(too_many_digits());
     }
     let scale = exp.checked_neg().map_or(i128::MAX, |s| s.max(0));
