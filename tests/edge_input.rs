@@ -249,13 +249,18 @@ async fn objects_are_never_numbers(engine: Engine) {
                 ),
             ),
             (
-                "/v1/batch",
-                "operations[0].amount",
+                "/v1/usage-debits",
+                "metadata",
                 format!(
-                    r#"{{"operations":[{{"type":"payment","payment_id":"p","account":"c1","amount":{n},"unit":"USD"}}]}}"#
+                    r#"{{"usage_record_id":"u","account":"c1","amount":"1","unit":"USD","metadata":{n}}}"#
                 ),
             ),
-            ("/v1/usage-debits", "body", n.to_owned()),
+            // The whole body: an object with an unknown field.
+            (
+                "/v1/usage-debits",
+                "$serde_json::private::Number",
+                n.to_owned(),
+            ),
         ];
         for (path, field, body) in cases {
             let r = server
@@ -274,7 +279,23 @@ async fn objects_are_never_numbers(engine: Engine) {
                     .body(body.clone()),
             )
             .await;
-        assert_invalid(&r, "overdraft.limit", &body);
+        assert_invalid(&r, "overdraft", &body);
+        // In a batch only that operation is refused, as its endpoint would.
+        let body = format!(
+            r#"{{"operations":[{{"type":"payment","payment_id":"p","account":"c1","amount":{n},"unit":"USD"}},{{"type":"payment","payment_id":"p2","account":"c1","amount":"1","unit":"USD","metadata":{n}}}]}}"#
+        );
+        let r = server
+            .post_raw("/v1/batch", &key, "application/json", body.into_bytes())
+            .await;
+        assert_eq!(r.status, 200, "{}", show(&r));
+        let results = r.json()["results"].clone();
+        for (i, field) in ["amount", "metadata"].into_iter().enumerate() {
+            assert_eq!(results[i]["status"], 422, "{results}");
+            assert_eq!(
+                results[i]["problem"]["errors"][0]["field"], field,
+                "{results}"
+            );
+        }
     }
     assert!(entries(&server, &key).await.is_empty(), "a refusal wrote");
     // A real number still works, and so does the same text as a string value.

@@ -6,7 +6,7 @@ use axum::http::{header, StatusCode};
 use serde_json::{Map, Value};
 use tally_ledger::fields::ValidationErrors;
 
-use crate::duplicate_keys::{find_key_problem, KeyProblem, NUMBER_TOKEN};
+use crate::json_body::Parsed;
 use crate::problem::ApiError;
 
 /// Default request body limit (SPEC §3): 1 MiB.
@@ -69,29 +69,16 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
                 ApiError::MalformedJson(e.body_text())
             }
         })?;
-        let parsed = serde_json::from_slice::<Value>(&bytes);
-        let problem = find_key_problem(&bytes);
-        // An object posing as a number parses as a number (or fails to
-        // parse, when its text is no number): refused either way.
-        if let Some(KeyProblem::PosesAsNumber(path)) = problem {
-            return Err(ApiError::Invalid(ValidationErrors::single(
-                if path.is_empty() {
-                    "body".to_owned()
-                } else {
-                    path
-                },
-                format!(
-                    "is an object, and an object is never a number \
-                     (the key {NUMBER_TOKEN:?} is reserved)"
-                ),
-            )));
-        }
-        match parsed {
-            Ok(Value::Object(map)) => match problem {
-                Some(KeyProblem::Repeated(key)) => Err(ApiError::Invalid(
-                    ValidationErrors::single(key, "is given more than once"),
-                )),
-                _ => Ok(JsonObject(map)),
+        match crate::json_body::parse(&bytes) {
+            Ok(Parsed {
+                value: Value::Object(map),
+                repeated,
+            }) => match repeated {
+                Some(key) => Err(ApiError::Invalid(ValidationErrors::single(
+                    key,
+                    "is given more than once",
+                ))),
+                None => Ok(JsonObject(map)),
             },
             Ok(_) => Err(ApiError::Invalid(ValidationErrors::single(
                 "body",

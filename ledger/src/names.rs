@@ -14,6 +14,11 @@ pub const MAX_LABEL_BYTES: usize = 128;
 pub const MAX_METADATA_KEYS: usize = 50;
 pub const MAX_METADATA_KEY_BYTES: usize = 40;
 pub const MAX_METADATA_VALUE_BYTES: usize = 500;
+/// The key serde_json (with `arbitrary_precision`, which keeps a number's
+/// exact text) reads an object as a number by: `{"$serde_json::private::Number": "2"}`
+/// is read back from stored JSON as the number 2. An object a client wrote
+/// with it is kept an object, and never stored (see [`check_metadata`]).
+pub const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 /// Tenants: 1–64 bytes of `A–Z a–z 0–9 _ - .`.
 pub const MAX_TENANT_BYTES: usize = 64;
 
@@ -148,6 +153,10 @@ pub fn check_metadata(map: &Map<String, Value>) -> Result<(), String> {
     }
     for (key, value) in map {
         check_text(key, MAX_METADATA_KEY_BYTES).map_err(|m| format!("key {key:?} {m}"))?;
+        if key == NUMBER_TOKEN {
+            // Stored, it would be read back as a number, not as metadata.
+            return Err(format!("key {key:?} is reserved"));
+        }
         match value {
             Value::String(s) if s.len() <= MAX_METADATA_VALUE_BYTES => {}
             Value::String(_) => {
@@ -181,6 +190,13 @@ mod tests {
         assert!(check_customer_account("a\u{7}b").is_err());
         assert!(check_customer_account(&"x".repeat(128)).is_ok());
         assert!(check_customer_account(&"x".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn metadata_refuses_the_number_key() {
+        let mut m = Map::new();
+        m.insert(NUMBER_TOKEN.to_owned(), Value::String("2".into()));
+        assert!(check_metadata(&m).unwrap_err().contains("reserved"));
     }
 
     #[test]
