@@ -208,6 +208,7 @@ impl<'de> Visitor<'de> for Build<'_, '_> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
