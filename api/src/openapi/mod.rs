@@ -193,6 +193,20 @@ fn complete_operation(path: &str, op: &mut Operation) {
             problem("`invalid_request`: validation failed (`errors` lists every field at once; unknown fields too)."),
         );
     }
+    let names_in_path = op
+        .parameters
+        .iter()
+        .flatten()
+        .any(|p| matches!(p.parameter_in, utoipa::openapi::path::ParameterIn::Path));
+    if names_in_path {
+        add(
+            "422",
+            problem(
+                "`invalid_request`: a path parameter breaks its name rule (control characters, \
+                 length, not UTF-8 once percent-decoded); `errors` names it.",
+            ),
+        );
+    }
     if !scopes.is_empty() {
         add("401", problem("`unauthenticated`: no or unknown API key."));
         add(
