@@ -60,6 +60,15 @@ impl KeyCache {
     }
 }
 
+/// The token of `Authorization: Bearer <token>`. The scheme is
+/// case-insensitive (RFC 9110 §11.1): `bearer` and `BEARER` are Bearer too.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
 /// The authenticated caller.
 pub struct Caller(pub ApiKey);
 
@@ -85,8 +94,7 @@ impl FromRequestParts<AppState> for Caller {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(bearer_token)
             .filter(|s| !s.is_empty())
             .ok_or(ApiError::Unauthenticated)?;
         let hash = hash_secret(secret);

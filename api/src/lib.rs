@@ -7,7 +7,7 @@ pub mod auth;
 pub mod body;
 pub mod cli;
 pub mod config;
-mod duplicate_keys;
+mod json_body;
 pub mod keys_cli;
 pub mod limits;
 pub mod logging;

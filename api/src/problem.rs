@@ -33,6 +33,9 @@ pub enum ApiError {
     PayloadTooLarge,
     #[error("invalid request: {0}")]
     Invalid(ValidationErrors),
+    /// A JSON body declared in a charset other than UTF-8.
+    #[error("unsupported media type: {0}")]
+    UnsupportedMediaType(String),
     #[error("too many requests")]
     RateLimited,
     /// The API key is over its rate limit (`--rate-limit-per-second`); a
@@ -164,6 +167,12 @@ impl ApiError {
                 detail,
             ),
             ApiError::Invalid(errors) => invalid(&errors),
+            ApiError::UnsupportedMediaType(why) => Problem::new(
+                S::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Unsupported media type",
+                why,
+            ),
             ApiError::RateLimited => Problem::new(
                 S::TOO_MANY_REQUESTS,
                 "rate_limited",

@@ -12,6 +12,11 @@ pub const MAX_FRACTIONAL_DIGITS: u32 = 18;
 
 /// Parses a decimal literal exactly. `allow_exponent` admits `1.5e3`, which
 /// only JSON numbers may use; strings must be plain `123.45`.
+///
+/// The value is `digits × 10^exponent`, read without rounding: every step is
+/// checked arithmetic on the digits and on an exponent of any length (a JSON
+/// number may carry `1e-9223372036854775808` or a 30-digit exponent), so an
+/// input is either this exact value or refused, never another amount.
 pub fn parse_exact(text: &str, allow_exponent: bool) -> Result<Decimal, String> {
     let bad = || {
         if allow_exponent {
@@ -26,16 +31,9 @@ pub fn parse_exact(text: &str, allow_exponent: bool) -> Result<Decimal, String> 
         _ => (false, text),
     };
     let (mantissa, exponent) = match rest.find(['e', 'E']) {
-        Some(i) if allow_exponent => {
-            let exp: i64 = rest[i + 1..]
-                .strip_prefix('+')
-                .unwrap_or(&rest[i + 1..])
-                .parse()
-                .map_err(|_| bad())?;
-            (&rest[..i], exp)
-        }
+        Some(i) if allow_exponent => (&rest[..i], parse_exponent(&rest[i + 1..]).ok_or_else(bad)?),
         Some(_) => return Err(bad()),
-        None => (rest, 0),
+        None => (rest, Exponent::Finite(0)),
     };
     let (int_part, frac_part) = match mantissa.split_once('.') {
         Some((i, f)) => (i, f),
@@ -48,40 +46,97 @@ pub fn parse_exact(text: &str, allow_exponent: bool) -> Result<Decimal, String> 
     {
         return Err(bad());
     }
-    if exponent.abs() > 1000 {
-        return Err("is out of range".to_owned());
-    }
-    // value = digits × 10^exp, then strip zeros that carry no information.
-    let mut digits: String = format!("{int_part}{frac_part}");
-    let mut exp = exponent - frac_part.len() as i64;
-    let trimmed_len = digits.trim_end_matches('0').len();
-    if trimmed_len == 0 {
+    // value = significant × 10^exp, with `significant` free of leading and
+    // trailing zeros (which carry no information).
+    let int_trimmed = int_part.trim_start_matches('0');
+    let (significant, trailing_zeros) = if int_trimmed.is_empty() {
+        let frac = frac_part.trim_start_matches('0');
+        let kept = frac.trim_end_matches('0');
+        (kept.to_owned(), frac.len() - kept.len())
+    } else if frac_part.trim_end_matches('0').is_empty() {
+        let kept = int_trimmed.trim_end_matches('0');
+        (
+            kept.to_owned(),
+            int_trimmed.len() - kept.len() + frac_part.len(),
+        )
+    } else {
+        let frac = frac_part.trim_end_matches('0');
+        (format!("{int_trimmed}{frac}"), frac_part.len() - frac.len())
+    };
+    if significant.is_empty() {
+        // Zero times any power of ten, however large, is zero.
         return Ok(Decimal::ZERO);
     }
-    exp += (digits.len() - trimmed_len) as i64;
-    digits.truncate(trimmed_len);
-    let digits = digits.trim_start_matches('0');
-    let integer_zeros = exp.max(0) as usize;
-    if digits.len() + integer_zeros > MAX_SIGNIFICANT_DIGITS {
-        return Err(format!(
-            "has more than {MAX_SIGNIFICANT_DIGITS} significant digits"
-        ));
+    let too_many_digits = || format!("has more than {MAX_SIGNIFICANT_DIGITS} significant digits");
+    let too_many_fractional = || format!("has more than {MAX_FRACTIONAL_DIGITS} fractional digits");
+    let exp = match exponent {
+        Exponent::Finite(e) => i128::try_from(frac_part.len())
+            .ok()
+            .and_then(|f| e.checked_sub(f))
+            .and_then(|e| e.checked_add(i128::try_from(trailing_zeros).ok()?))
+            .ok_or_else(|| "is out of range".to_owned())?,
+        // Beyond ±10^38: no digit string the body could hold brings the
+        // value back into range.
+        Exponent::Huge { negative: false } => return Err(too_many_digits()),
+        Exponent::Huge { negative: true } if significant.len() > MAX_SIGNIFICANT_DIGITS => {
+            return Err(too_many_digits())
+        }
+        Exponent::Huge { negative: true } => return Err(too_many_fractional()),
+    };
+    let digits = i128::try_from(significant.len()).map_err(|_| too_many_digits())?;
+    let integer_zeros = exp.max(0);
+    let integer_digits = digits.checked_add(integer_zeros);
+    if !matches!(integer_digits, Some(n) if n <= MAX_SIGNIFICANT_DIGITS as i128) {
+        return Err(too_many_digits());
     }
-    let scale = (-exp).max(0);
-    if scale > i64::from(MAX_FRACTIONAL_DIGITS) {
-        return Err(format!(
-            "has more than {MAX_FRACTIONAL_DIGITS} fractional digits"
-        ));
+    let scale = exp.checked_neg().map_or(i128::MAX, |s| s.max(0));
+    if scale > i128::from(MAX_FRACTIONAL_DIGITS) {
+        return Err(too_many_fractional());
     }
-    let mut mantissa: i128 = digits.parse().map_err(|_| "is out of range".to_owned())?;
-    for _ in 0..integer_zeros {
-        mantissa *= 10;
-    }
+    // At most 28 digits now: they fit an i128 and a Decimal's 96 bits.
+    let out_of_range = || "is out of range".to_owned();
+    let mut mantissa: i128 = significant.parse().map_err(|_| out_of_range())?;
+    let power = u32::try_from(integer_zeros).map_err(|_| out_of_range())?;
+    mantissa = 10i128
+        .checked_pow(power)
+        .and_then(|p| mantissa.checked_mul(p))
+        .ok_or_else(out_of_range)?;
     if negative {
         mantissa = -mantissa;
     }
-    Decimal::try_from_i128_with_scale(mantissa, scale as u32)
-        .map_err(|_| "is out of range".to_owned())
+    let scale = u32::try_from(scale).map_err(|_| out_of_range())?;
+    Decimal::try_from_i128_with_scale(mantissa, scale).map_err(|_| out_of_range())
+}
+
+/// The exponent of a JSON number: its value when it fits an i128, else only
+/// its sign (such an exponent puts every non-zero value out of range).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exponent {
+    Finite(i128),
+    Huge { negative: bool },
+}
+
+/// `[+-]digits`, of any length; `None` when it is not that.
+fn parse_exponent(text: &str) -> Option<Exponent> {
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut value: i128 = 0;
+    for b in digits.bytes() {
+        match value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(i128::from(b - b'0')))
+        {
+            Some(v) => value = v,
+            None => return Some(Exponent::Huge { negative }),
+        }
+    }
+    Some(Exponent::Finite(if negative { -value } else { value }))
 }
 
 /// The canonical text of a decimal: no trailing zeros, no exponent, `0` for zero.
@@ -136,5 +191,57 @@ mod tests {
             .contains("fractional"));
         assert!(c("1e28", true).unwrap_err().contains("significant"));
         assert!(c("1e99999", true).is_err());
+    }
+
+    #[test]
+    fn exponents_at_and_beyond_the_ends_of_i64_are_exact() {
+        for text in [
+            "1e-9223372036854775808",
+            "123e-9223372036854775808",
+            "-1e-9223372036854775808",
+            "1e-9223372036854775809",
+            "1e9223372036854775807",
+            "1e9223372036854775808",
+            "1e-170141183460469231731687303715884105728",
+            "1e170141183460469231731687303715884105727",
+            "1e99999999999999999999999999999999999999999999",
+            "1e-99999999999999999999999999999999999999999999",
+        ] {
+            assert!(c(text, true).is_err(), "{text}");
+        }
+        for zero in [
+            "0e-9223372036854775808",
+            "0.000e9223372036854775807",
+            "-0e99999999999999999999999999999999999999999999",
+        ] {
+            assert_eq!(c(zero, true).unwrap(), "0", "{zero}");
+        }
+        assert_eq!(c("1000e-3", true).unwrap(), "1");
+        assert_eq!(c("0.001e+3", true).unwrap(), "1");
+        assert_eq!(
+            c("1e-0000000000000000000000000000000000000000018", true).unwrap(),
+            "0.000000000000000001"
+        );
+        assert_eq!(
+            c("100000000000000000000000000000000000000000e-41", true).unwrap(),
+            "1"
+        );
+    }
+
+    #[test]
+    fn long_digit_strings_are_read_exactly() {
+        let zeros = "0".repeat(1_000_000);
+        assert_eq!(c(&format!("{zeros}1.5{zeros}"), false).unwrap(), "1.5");
+        assert_eq!(c(&format!("1{zeros}e-1000000"), true).unwrap(), "1");
+        assert_eq!(c(&format!("0.{zeros}1e1000001"), true).unwrap(), "1");
+        assert!(c(&format!("1{zeros}"), false)
+            .unwrap_err()
+            .contains("significant"));
+        assert!(c(&format!("0.{zeros}1"), false)
+            .unwrap_err()
+            .contains("fractional"));
+        assert!(c(&"9".repeat(1_000_000), false)
+            .unwrap_err()
+            .contains("significant"));
     }
 }

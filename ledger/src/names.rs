@@ -14,6 +14,11 @@ pub const MAX_LABEL_BYTES: usize = 128;
 pub const MAX_METADATA_KEYS: usize = 50;
 pub const MAX_METADATA_KEY_BYTES: usize = 40;
 pub const MAX_METADATA_VALUE_BYTES: usize = 500;
+/// The key serde_json (with `arbitrary_precision`, which keeps a number's
+/// exact text) reads an object as a number by: `{"$serde_json::private::Number": "2"}`
+/// is read back from stored JSON as the number 2. An object a client wrote
+/// with it is kept an object, and never stored (see [`check_metadata`]).
+pub const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 /// Tenants: 1–64 bytes of `A–Z a–z 0–9 _ - .`.
 pub const MAX_TENANT_BYTES: usize = 64;
 
@@ -73,9 +78,35 @@ pub fn check_customer_account(value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Any account, system accounts included (the `counter_account` of a request).
+/// Any account, system accounts included (an account a read names).
 pub fn check_any_account(value: &str) -> Result<(), String> {
     check_text(value, MAX_ACCOUNT_BYTES)
+}
+
+/// The system accounts the server keeps for its own bookkeeping, with why
+/// no request may name them as its `counter_account`.
+pub const RESERVED_ACCOUNTS: [(&str, &str); 2] = [
+    (
+        HOLDS_ACCOUNT,
+        "marks held money on holds and releases and has no balance",
+    ),
+    (
+        ADJUSTMENTS_ACCOUNT,
+        "is the other side of every adjustment, so its balance is the net of adjustments",
+    ),
+];
+
+/// The `counter_account` of a request: a customer account or a system
+/// account, except those in [`RESERVED_ACCOUNTS`].
+pub fn check_counter_account(value: &str) -> Result<(), String> {
+    check_any_account(value)?;
+    match RESERVED_ACCOUNTS.iter().find(|(name, _)| *name == value) {
+        Some((name, why)) => Err(format!(
+            "must not be {name}: the server keeps it for its own bookkeeping ({name} {why}); \
+             name a customer account or another system account such as @revenue or @payments"
+        )),
+        None => Ok(()),
+    }
 }
 
 pub fn check_unit(value: &str) -> Result<(), String> {
@@ -122,6 +153,10 @@ pub fn check_metadata(map: &Map<String, Value>) -> Result<(), String> {
     }
     for (key, value) in map {
         check_text(key, MAX_METADATA_KEY_BYTES).map_err(|m| format!("key {key:?} {m}"))?;
+        if key == NUMBER_TOKEN {
+            // Stored, it would be read back as a number, not as metadata.
+            return Err(format!("key {key:?} is reserved"));
+        }
         match value {
             Value::String(s) if s.len() <= MAX_METADATA_VALUE_BYTES => {}
             Value::String(_) => {
@@ -145,9 +180,23 @@ mod tests {
         assert!(check_customer_account("").is_err());
         assert!(check_customer_account("@revenue").is_err());
         assert!(check_any_account("@revenue").is_ok());
+        assert!(check_counter_account("@revenue").is_ok());
+        assert!(check_counter_account("@fees").is_ok());
+        assert!(check_counter_account("cust_7").is_ok());
+        assert!(check_counter_account("@holds").is_err());
+        assert!(check_counter_account("@adjustments").is_err());
+        assert!(check_counter_account("@holdsx").is_ok());
+        assert!(check_counter_account("a\0b").is_err());
         assert!(check_customer_account("a\u{7}b").is_err());
         assert!(check_customer_account(&"x".repeat(128)).is_ok());
         assert!(check_customer_account(&"x".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn metadata_refuses_the_number_key() {
+        let mut m = Map::new();
+        m.insert(NUMBER_TOKEN.to_owned(), Value::String("2".into()));
+        assert!(matches!(check_metadata(&m), Err(e) if e.contains("reserved")));
     }
 
     #[test]

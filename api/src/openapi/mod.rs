@@ -20,7 +20,6 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use axum::body::Bytes;
-use axum::extract::Path;
 use axum::http::{header, HeaderValue};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
@@ -30,6 +29,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, HeaderBuilder, OpenApi, Ref, RefOr};
 
 use crate::problem::ApiError;
+use crate::routes::path::PathText;
 
 /// The name of the security scheme (an `Authorization: Bearer` API key).
 pub const BEARER: &str = "bearer";
@@ -182,8 +182,29 @@ fn complete_operation(path: &str, op: &mut Operation) {
             ),
         );
         add(
+            "415",
+            problem(
+                "`unsupported_media_type`: a JSON content type with a `charset` other than \
+                 UTF-8; nothing was read.",
+            ),
+        );
+        add(
             "422",
             problem("`invalid_request`: validation failed (`errors` lists every field at once; unknown fields too)."),
+        );
+    }
+    let names_in_path = op
+        .parameters
+        .iter()
+        .flatten()
+        .any(|p| matches!(p.parameter_in, utoipa::openapi::path::ParameterIn::Path));
+    if names_in_path {
+        add(
+            "422",
+            problem(
+                "`invalid_request`: a path parameter breaks its name rule (control characters, \
+                 length, not UTF-8 once percent-decoded); `errors` names it.",
+            ),
         );
     }
     if !scopes.is_empty() {
@@ -309,9 +330,11 @@ pub async fn get_docs() -> Html<&'static str> {
             (String = "text/css"), (String = "text/javascript"), (String = "image/png"), (String = "text/html"),
         )),
         (status = 404, description = "`not_found`: no such file.", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request`: the file name is not UTF-8 once percent-decoded.", body = schemas::Problem, content_type = "application/problem+json"),
     ),
 )]
-pub async fn get_docs_asset(Path(file): Path<String>) -> Result<Response, ApiError> {
+pub async fn get_docs_asset(file: PathText) -> Result<Response, ApiError> {
+    let file = file.into_inner();
     let found = utoipa_swagger_ui::serve(&file, swagger_config())
         .map_err(|e| ApiError::Internal(format!("swagger ui asset {file}: {e}")))?;
     let Some(found) = found else {

@@ -355,6 +355,7 @@ pub struct BatchRequest {
 /// | 405 | `method_not_allowed` | the path exists, the method does not |
 /// | 409 | `idempotency_conflict` | same key, different fingerprint (`entry_id`, `differing_fields`) |
 /// | 413 | `payload_too_large` | body over the limit (1 MiB; 8 MiB for `/v1/batch`) |
+/// | 415 | `unsupported_media_type` | a JSON body declared in a `charset` other than UTF-8 |
 /// | 422 | `invalid_request` | validation (`errors`); unknown fields and query parameters too |
 /// | 422 | `unit_mismatch` | an account already has another unit (`account`, `unit`, `errors`) |
 /// | 422 | `insufficient_funds` | stored rejection: below the overdraft floor (`entry`) |
@@ -376,6 +377,7 @@ pub enum ProblemCode {
     MethodNotAllowed,
     IdempotencyConflict,
     PayloadTooLarge,
+    UnsupportedMediaType,
     InvalidRequest,
     UnitMismatch,
     InsufficientFunds,

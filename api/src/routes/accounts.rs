@@ -4,7 +4,7 @@
 //! write nothing; different ones append an `account_settings` entry, so the
 //! log alone explains every later decision.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -13,9 +13,11 @@ use tally_ledger::balance::{read_balance, BalanceView};
 use tally_ledger::decide::Decision;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
+use tally_ledger::names::check_any_account;
 use tally_ledger::state::{AccountSettings, Overdraft, StateKey, StateValue};
 use tally_ledger::LedgerError;
 
+use super::path::PathText;
 use crate::auth::Caller;
 use crate::body::JsonObject;
 use crate::openapi::schemas::{self, AccountSettingsRequest, Metadata, Problem};
@@ -68,10 +70,11 @@ pub struct AccountView {
 pub async fn put_account(
     State(app): State<AppState>,
     caller: Caller,
-    Path(account): Path<String>,
+    account: PathText,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Admin)?;
+    let account = account.into_inner();
     let intent = Intent::settings(&account, body).map_err(ApiError::Invalid)?;
     match app.writers.decide(caller.tenant(), intent).await? {
         Decision::Created(_) | Decision::Unchanged(_) => {
@@ -98,9 +101,10 @@ pub async fn put_account(
 pub async fn get_account(
     State(app): State<AppState>,
     caller: Caller,
-    Path(account): Path<String>,
+    account: PathText,
 ) -> Result<Json<AccountView>, ApiError> {
     caller.require(Scope::Read)?;
+    let account = account.checked("account", check_any_account)?;
     Ok(Json(account_view(&app, caller.tenant(), &account).await?))
 }
 

@@ -1,11 +1,13 @@
 //! `GET /v1/accounts/{account}/balance[?as_of_seq=N | ?as_of=<RFC 3339>][&unit=U]`.
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::Json;
 use tally_ledger::balance::{read_balance, BalanceView};
 use tally_ledger::keys::Scope;
+use tally_ledger::names::{check_any_account, check_unit};
 use tally_ledger::statement::read_balance_at;
 
+use super::path::PathText;
 use super::query::QueryParams;
 use crate::auth::Caller;
 use crate::openapi::schemas::{BalanceQuery, Problem};
@@ -34,11 +36,12 @@ use crate::server::AppState;
 pub async fn get_balance(
     State(app): State<AppState>,
     caller: Caller,
-    Path(account): Path<String>,
+    account: PathText,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<BalanceView>, ApiError> {
     caller.require(Scope::Read)?;
     let mut q = QueryParams::documented::<BalanceQuery>(raw.as_deref())?;
+    let account = q.path(account, "account", check_any_account);
     let as_of_seq = q.int("as_of_seq", 0, i64::MAX);
     let as_of = q.timestamp("as_of");
     if as_of.is_some() && as_of_seq.is_some() {
@@ -47,7 +50,7 @@ pub async fn get_balance(
             "cannot be combined with as_of_seq: give one or the other",
         );
     }
-    let unit = q.text("unit");
+    let unit = q.name("unit", check_unit);
     q.finish()?;
     if let Some(as_of) = as_of {
         let view = read_balance_at(

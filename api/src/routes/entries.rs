@@ -1,15 +1,16 @@
 //! `GET /v1/entries/{id}` and `GET /v1/entries`.
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::Json;
 use serde::Serialize;
 use tally_ledger::entry::EntryView;
 use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
-use tally_ledger::names::check_any_account;
+use tally_ledger::names::{check_any_account, check_upstream_id};
 use tally_ledger::state::{StateKey, StateValue};
 use tally_ledger::store::EntryFilter;
 
+use super::path::PathText;
 use super::query::QueryParams;
 use crate::auth::Caller;
 use crate::openapi::schemas::{EntriesQuery, Problem};
@@ -39,9 +40,11 @@ pub const DEFAULT_PAGE: i64 = 100;
 pub async fn get_entry(
     State(app): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    id: PathText,
 ) -> Result<Json<EntryView>, ApiError> {
     caller.require(Scope::Read)?;
+    // The rule of `entry_id` in a reversal's body.
+    let id = id.checked("id", check_upstream_id)?;
     let storage = app.writers.storage();
     let entry = storage
         .entry_by_id(caller.tenant(), &id)
@@ -90,12 +93,7 @@ pub async fn list_entries(
 ) -> Result<Json<EntryPage>, ApiError> {
     caller.require(Scope::Read)?;
     let mut q = QueryParams::documented::<EntriesQuery>(raw.as_deref())?;
-    let account = q.text("account");
-    if let Some(a) = &account {
-        if let Err(m) = check_any_account(a) {
-            q.error("account", m);
-        }
-    }
+    let account = q.name("account", check_any_account);
     let kind = match q.text("kind") {
         None => None,
         Some(k) => {

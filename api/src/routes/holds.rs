@@ -1,6 +1,6 @@
 //! Holds: reserve (`POST /v1/holds`), capture, release, and read one.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
 use serde::Serialize;
@@ -8,8 +8,10 @@ use tally_ledger::amount::canonical;
 use tally_ledger::entry::{format_recorded_at, EntryView};
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
+use tally_ledger::names::check_upstream_id;
 use tally_ledger::state::{StateKey, StateValue};
 
+use super::path::PathText;
 use super::rules::decide;
 use crate::auth::Caller;
 use crate::body::JsonObject;
@@ -65,9 +67,10 @@ pub async fn post_hold(
 pub async fn post_capture(
     State(app): State<AppState>,
     caller: Caller,
-    Path(hold_id): Path<String>,
+    hold_id: PathText,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
+    let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
         Intent::capture(&hold_id, b)
     })
@@ -96,9 +99,10 @@ pub async fn post_capture(
 pub async fn post_release(
     State(app): State<AppState>,
     caller: Caller,
-    Path(hold_id): Path<String>,
+    hold_id: PathText,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
+    let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
         Intent::release(&hold_id, b)
     })
@@ -145,9 +149,10 @@ pub struct HoldView {
 pub async fn get_hold(
     State(app): State<AppState>,
     caller: Caller,
-    Path(hold_id): Path<String>,
+    hold_id: PathText,
 ) -> Result<Json<HoldView>, ApiError> {
     caller.require(Scope::Read)?;
+    let hold_id = hold_id.checked("hold_id", check_upstream_id)?;
     let record = app
         .writers
         .storage()

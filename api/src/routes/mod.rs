@@ -8,6 +8,7 @@ pub mod entries;
 pub mod health;
 pub mod holds;
 pub mod intents;
+pub(crate) mod path;
 mod query;
 pub mod rules;
 pub mod statements;

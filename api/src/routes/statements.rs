@@ -2,12 +2,13 @@
 //! balance, the period's entries and movements, closing balance
 //! (docs/audit.md, "Statements and balances at a time").
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::Json;
 use tally_ledger::keys::Scope;
-use tally_ledger::names::check_any_account;
+use tally_ledger::names::{check_any_account, check_unit};
 use tally_ledger::statement::{read_statement, StatementView};
 
+use super::path::PathText;
 use super::query::QueryParams;
 use crate::auth::Caller;
 use crate::openapi::schemas::{Problem, StatementQuery};
@@ -37,14 +38,12 @@ use crate::server::AppState;
 pub async fn get_statement(
     State(app): State<AppState>,
     caller: Caller,
-    Path(account): Path<String>,
+    account: PathText,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<StatementView>, ApiError> {
     caller.require(Scope::Read)?;
     let mut q = QueryParams::documented::<StatementQuery>(raw.as_deref())?;
-    if let Err(m) = check_any_account(&account) {
-        q.error("account", m);
-    }
+    let account = q.path(account, "account", check_any_account);
     let from = q.timestamp("from");
     let to = q.timestamp("to");
     for (name, value) in [("from", from.is_none()), ("to", to.is_none())] {
@@ -52,7 +51,7 @@ pub async fn get_statement(
             q.error(name, "is required (an RFC 3339 timestamp)");
         }
     }
-    let unit = q.text("unit");
+    let unit = q.name("unit", check_unit);
     q.finish()?;
     let (Some(from), Some(to)) = (from, to) else {
         return Err(ApiError::Internal(

@@ -2,7 +2,7 @@
 //! the usage summaries as the asynchronous projector last left them
 //! (docs/usage-summaries.md).
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::Json;
 use chrono::NaiveDate;
 use tally_ledger::keys::Scope;
@@ -10,6 +10,7 @@ use tally_ledger::names::{check_any_account, check_label};
 use tally_ledger::store::UsageQuery;
 use tally_ledger::usage::{read_usage, Granularity, UsageView, DAY_FORMAT};
 
+use super::path::PathText;
 use super::query::QueryParams;
 use crate::auth::Caller;
 use crate::openapi::schemas::{Problem, UsageQuery as UsageParams};
@@ -56,20 +57,13 @@ fn day(q: &mut QueryParams, name: &str) -> Option<NaiveDate> {
 pub async fn get_usage(
     State(app): State<AppState>,
     caller: Caller,
-    Path(account): Path<String>,
+    account: PathText,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<UsageView>, ApiError> {
     caller.require(Scope::Read)?;
     let mut q = QueryParams::documented::<UsageParams>(raw.as_deref())?;
-    if let Err(m) = check_any_account(&account) {
-        q.error("account", m);
-    }
-    let meter = q.text("meter");
-    if let Some(m) = &meter {
-        if let Err(message) = check_label(m) {
-            q.error("meter", message);
-        }
-    }
+    let account = q.path(account, "account", check_any_account);
+    let meter = q.name("meter", check_label);
     let from = day(&mut q, "from");
     let to = day(&mut q, "to");
     if let (Some(f), Some(t)) = (from, to) {

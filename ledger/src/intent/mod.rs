@@ -401,7 +401,7 @@ impl Common {
 }
 
 pub(crate) fn read_counter(f: &mut Fields, account: Option<&str>) -> Option<Option<String>> {
-    let counter = f.optional_str("counter_account", names::check_any_account)?;
+    let counter = f.optional_str("counter_account", names::check_counter_account)?;
     if let (Some(c), Some(a)) = (&counter, account) {
         if c == a {
             f.error("counter_account", "must differ from account");
