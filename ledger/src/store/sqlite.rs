@@ -31,7 +31,7 @@ use crate::state::{StateKey, StateRow};
 use crate::usage::UsageColumns;
 use crate::LedgerError;
 
-const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
+pub(super) const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
     rejection_message, account, debit_account, credit_account, amount, unit, params, \
     fingerprint, recorded_at, balance_after, prev_hash, hash";
 
@@ -229,7 +229,7 @@ pub struct SqliteStore {
     write_gate: Arc<tokio::sync::Mutex<()>>,
 }
 
-fn entry(row: &SqliteRow) -> Result<StoredEntry, LedgerError> {
+pub(super) fn entry(row: &SqliteRow) -> Result<StoredEntry, LedgerError> {
     let text: String = row.try_get("recorded_at")?;
     let recorded_at = DateTime::parse_from_rfc3339(&text)
         .map_err(|_| LedgerError::Corrupt(format!("recorded_at {text:?}")))?
@@ -700,6 +700,31 @@ impl SqliteStore {
             "balances rebuilt"
         );
         Ok((head.seq, projection.len()))
+    }
+
+    /// Every rule-state row of a tenant, as stored.
+    pub async fn rule_state_rows(
+        &self,
+        tenant: &str,
+    ) -> Result<Vec<crate::rule_fold::StoredRecord>, LedgerError> {
+        let mut conn = self.pool.acquire().await?;
+        super::rules::stored_sqlite(&mut conn, tenant).await
+    }
+
+    pub async fn rebuild_rule_state(
+        &self,
+        tenant: &str,
+    ) -> Result<super::rules::RulesRebuilt, LedgerError> {
+        let mut group = self.begin_group().await?;
+        group.lock_head(tenant).await?;
+        // Writers must not trust records they remember across this rewrite.
+        sqlx::query("UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = ?")
+            .bind(tenant)
+            .execute(&mut *group.tx)
+            .await?;
+        let rebuilt = super::rules::rebuild_sqlite(&mut group.tx, tenant).await?;
+        group.commit().await?;
+        Ok(rebuilt)
     }
 }
 
