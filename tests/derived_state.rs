@@ -108,7 +108,7 @@ async fn one_broken_tenant_stops_no_background_job_of_the_others(engine: Engine)
         loop {
             let body = server.get("/v1/accounts/cust/usage", key).await.json();
             if body["current_as_of_seq"] == body["head_seq"] {
-                assert_eq!(body["periods"][0]["quantity"], "7", "{body}");
+                assert_eq!(body["usage"][0]["quantity"], "7", "{body}");
                 break;
             }
             assert!(Instant::now() < deadline, "usage not projected: {body}");

@@ -16,10 +16,17 @@ use crate::store::now_micros;
 use crate::writer::Writers;
 use crate::LedgerError;
 
-/// Holds released per sweep at most; the rest wait for the next tick.
+/// Holds released per tenant and sweep at most; the rest wait for the next tick.
 pub const SWEEP_BATCH: i64 = 1_000;
 
 /// Releases the holds that have expired; returns how many this call released.
+///
+/// Tenants are independent: a tenant whose holds cannot be released (its
+/// stored state does not read, its writer fails) is logged and counted in
+/// [`crate::writer::WriterStats::expiry_failures`], and the sweep goes on
+/// with the next tenant; that tenant is tried again next tick. The listing
+/// takes at most [`SWEEP_BATCH`] holds per tenant, so a tenant that keeps
+/// failing never fills the batch of the others.
 pub async fn sweep_expired_holds(writers: &Writers) -> Result<usize, LedgerError> {
     let expired = writers
         .storage()
@@ -34,7 +41,24 @@ pub async fn sweep_expired_holds(writers: &Writers) -> Result<usize, LedgerError
     }
     let mut released = 0;
     for (tenant, intents) in by_tenant {
-        for decision in writers.decide_all(&tenant, intents).await? {
+        let holds = intents.len();
+        let decisions = match writers.decide_all(&tenant, intents).await {
+            Ok(d) => d,
+            Err(e) => {
+                writers
+                    .stats()
+                    .expiry_failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(
+                    tenant = tenant.as_str(),
+                    holds,
+                    error = %e,
+                    "could not release this tenant's expired holds; other tenants go on, this one is retried next tick"
+                );
+                continue;
+            }
+        };
+        for decision in decisions {
             if matches!(decision, Decision::Created(_)) {
                 released += 1;
                 writers
@@ -47,8 +71,9 @@ pub async fn sweep_expired_holds(writers: &Writers) -> Result<usize, LedgerError
     Ok(released)
 }
 
-/// Sweeps every `interval` until the process ends. Errors are logged and
-/// retried on the next tick: an expired hold is only released late, never lost.
+/// Sweeps every `interval` until the process ends. Errors are logged,
+/// counted and retried on the next tick: an expired hold is only released
+/// late, never lost.
 pub async fn run_hold_expiry(writers: Writers, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -57,7 +82,13 @@ pub async fn run_hold_expiry(writers: Writers, interval: Duration) {
         match sweep_expired_holds(&writers).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(released = n, "released expired holds"),
-            Err(e) => tracing::warn!(error = %e, "hold expiry sweep failed; retrying next tick"),
+            Err(e) => {
+                writers
+                    .stats()
+                    .expiry_failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(error = %e, "hold expiry sweep failed; retrying next tick")
+            }
         }
     }
 }

@@ -510,7 +510,8 @@ impl Storage {
     }
 
     /// (tenant, hold_id) of open holds, every tenant, that expired by `now`;
-    /// the oldest first, at most `limit`.
+    /// the oldest first, at most `limit` per tenant (a tenant whose holds
+    /// cannot be released never crowds out the others).
     pub async fn expired_holds(
         &self,
         now: DateTime<Utc>,

@@ -440,8 +440,11 @@ impl PostgresStore {
         limit: i64,
     ) -> Result<Vec<(String, String)>, LedgerError> {
         let rows = sqlx::query(
-            "SELECT tenant_id, key FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= $1 \
-             ORDER BY expires_at LIMIT $2",
+            "SELECT tenant_id, key FROM ( \
+               SELECT tenant_id, key, expires_at, \
+                 row_number() OVER (PARTITION BY tenant_id ORDER BY expires_at) AS n \
+               FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= $1) AS e \
+             WHERE n <= $2 ORDER BY expires_at",
         )
         .bind(now)
         .bind(limit)

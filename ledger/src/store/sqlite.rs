@@ -595,8 +595,11 @@ impl SqliteStore {
         limit: i64,
     ) -> Result<Vec<(String, String)>, LedgerError> {
         let rows = sqlx::query(
-            "SELECT tenant_id, key FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= ? \
-             ORDER BY expires_at LIMIT ?",
+            "SELECT tenant_id, key FROM ( \
+               SELECT tenant_id, key, expires_at, \
+                 row_number() OVER (PARTITION BY tenant_id ORDER BY expires_at) AS n \
+               FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= ?) \
+             WHERE n <= ? ORDER BY expires_at",
         )
         .bind(now)
         .bind(limit)
