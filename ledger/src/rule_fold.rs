@@ -293,3 +293,140 @@ pub fn compare(fold: &RuleFold, stored: &[StoredRecord]) -> Vec<Difference> {
     }
     out
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use chrono::Utc;
+    use serde_json::json;
+
+    use super::*;
+    use crate::chain::Head;
+    use crate::decide::{decide_group, GroupState};
+    use crate::intent::Intent;
+
+    fn body(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    /// The fold of the entries the writer appended equals the records the
+    /// writer kept while deciding them: every kind, posted and rejected.
+    #[test]
+    fn the_fold_of_the_log_equals_the_writers_records() {
+        let mut state = GroupState::new("t", Head::EMPTY);
+        let debit = Intent::usage_debit(body(
+            json!({"usage_record_id": "u1", "account": "c", "amount": "3", "unit": "USD"}),
+        ))
+        .unwrap();
+        let mut n = 0;
+        let mut ids = move || {
+            n += 1;
+            format!("ent_{n}")
+        };
+        let first = decide_group(&mut state, &[&debit], Utc::now(), &mut ids);
+        let debit_id = first.new_entries[0].id.clone();
+        let hold = |id: &str, amount: &str, expiry: Value| {
+            let mut b = json!({"hold_id": id, "account": "c", "amount": amount, "unit": "USD",
+                               "counter_account": "@payments"});
+            for (k, v) in expiry.as_object().unwrap() {
+                b[k] = v.clone();
+            }
+            Intent::hold(body(b)).unwrap()
+        };
+        let soon = (Utc::now() + Duration::days(1))
+            .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+            .replace("Z", "1Z");
+        let intents = vec![
+            Intent::settings("c", body(json!({"unit": "USD", "overdraft": {"limit": "20"}})))
+                .unwrap(),
+            Intent::payment(body(
+                json!({"payment_id": "p1", "account": "c", "amount": "10", "unit": "USD"}),
+            ))
+            .unwrap(),
+            Intent::refund(body(
+                json!({"refund_id": "r1", "payment_id": "p1", "amount": "4"}),
+            ))
+            .unwrap(),
+            Intent::refund(body(
+                json!({"refund_id": "r2", "payment_id": "p1", "amount": "1.5"}),
+            ))
+            .unwrap(),
+            Intent::reversal(body(
+                json!({"reversal_id": "v1", "entry_id": debit_id, "reason": "x"}),
+            ))
+            .unwrap(),
+            hold("h1", "2", json!({"ttl_seconds": 60})),
+            // Nanoseconds: the record keeps microseconds.
+            hold("h2", "1", json!({"expires_at": soon})),
+            hold("h3", "1", json!({"ttl_seconds": 60})),
+            // Rejected: beyond the overdraft limit; remembered as rejected.
+            hold("h4", "500", json!({"ttl_seconds": 60})),
+            Intent::capture("h1", body(json!({"capture_id": "c1", "amount": "1"}))).unwrap(),
+            Intent::release("h2", body(json!({"release_id": "rel1"}))).unwrap(),
+            Intent::expiry_release("h3"),
+            Intent::settings(
+                "c",
+                body(json!({"unit": "USD", "overdraft": "forbid", "metadata": {"a": "b"}})),
+            )
+            .unwrap(),
+        ];
+        let refs: Vec<&Intent> = intents.iter().collect();
+        let out = decide_group(&mut state, &refs, Utc::now(), &mut ids);
+        let mut fold = RuleFold::new();
+        for e in first.new_entries.iter().chain(out.new_entries.iter()) {
+            fold.apply(e).unwrap();
+        }
+        let stored: Vec<StoredRecord> = state
+            .records
+            .iter()
+            .map(|(k, v)| {
+                let row = v.to_row(k);
+                StoredRecord {
+                    kind: row.kind.to_owned(),
+                    key: row.key,
+                    value: row.value,
+                    expires_at: row.expires_at,
+                }
+            })
+            .collect();
+        assert_eq!(stored.len(), 7, "{stored:?}");
+        assert_eq!(compare(&fold, &stored), vec![]);
+        let statuses: Vec<_> = ["h1", "h2", "h3", "h4"]
+            .iter()
+            .map(|h| match &fold.records[&StateKey::Hold((*h).into())] {
+                StateValue::Hold(h) => h.status,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                HoldStatus::Captured,
+                HoldStatus::Released,
+                HoldStatus::Expired,
+                HoldStatus::Rejected
+            ]
+        );
+
+        // Each kind of damage is named as what it is.
+        let mut damaged = stored.clone();
+        damaged.retain(|r| r.kind != "refunded");
+        if let Some(account) = damaged.iter_mut().find(|r| r.kind == "account") {
+            account.value = "{".into();
+        }
+        damaged.push(StoredRecord {
+            kind: "reversal".into(),
+            key: "ent_x".into(),
+            value: "\"ent_y\"".into(),
+            expires_at: None,
+        });
+        let found = compare(&fold, &damaged);
+        assert!(found.iter().any(
+            |d| matches!(d, Difference::Different { key, .. } if key.kind() == "account")
+        ));
+        assert!(found.iter().any(|d| matches!(d, Difference::Missing { key, .. }
+            if *key == StateKey::Refunded("p1".into()))));
+        assert!(found.iter().any(|d| matches!(d, Difference::Extra { key, .. } if key == "ent_x")));
+        assert_eq!(found.len(), 3, "{found:?}");
+    }
+}
