@@ -92,3 +92,50 @@ pub async fn run_hold_expiry(writers: Writers, interval: Duration) {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::store::Storage;
+    use crate::test_databases::TestDb;
+
+    /// A tenant with more expired holds than a batch (say, one whose holds
+    /// cannot be released, so they stay) leaves room for every other tenant.
+    #[tokio::test]
+    async fn the_listing_takes_a_batch_per_tenant() {
+        for db in TestDb::every_engine(2).await {
+            let mut rows = Vec::new();
+            for (tenant, hold, at) in [
+                ("a", "h1", "2026-01-01T00:00:00.000000Z"),
+                ("a", "h2", "2026-01-01T00:00:01.000000Z"),
+                ("a", "h3", "2026-01-01T00:00:02.000000Z"),
+                ("b", "h1", "2026-01-01T00:00:03.000000Z"),
+            ] {
+                rows.push(format!(
+                    "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) \
+                     VALUES ('{tenant}', 'hold', '{hold}', '{{}}', '{at}')"
+                ));
+            }
+            for sql in &rows {
+                match &db.storage {
+                    Storage::Sqlite(s) => sqlx::query(sql).execute(&s.pool).await.map(|_| ()),
+                    Storage::Postgres(s) => sqlx::query(sql).execute(&s.pool).await.map(|_| ()),
+                }
+                .unwrap();
+            }
+            let listed = db
+                .storage
+                .expired_holds(chrono::Utc::now(), 2)
+                .await
+                .unwrap();
+            let pair = |t: &str, h: &str| (t.to_owned(), h.to_owned());
+            assert_eq!(
+                listed,
+                vec![pair("a", "h1"), pair("a", "h2"), pair("b", "h1")],
+                "{}",
+                db.engine()
+            );
+            db.remove().await;
+        }
+    }
+}
