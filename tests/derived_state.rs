@@ -132,7 +132,10 @@ async fn one_broken_tenant_stops_no_background_job_of_the_others(engine: Engine)
         out.contains("BROKEN tenant c-fine: no stored balance for cust (USD)"),
         "{out}"
     );
-    assert!(out.contains("2 of 3 tenant(s) broken: a-broken, c-fine"), "{out}");
+    assert!(
+        out.contains("2 of 3 tenant(s) broken: a-broken, c-fine"),
+        "{out}"
+    );
 
     // rebuild: every tenant it can, the others named.
     let (code, out, err) = tally(&ledger, &["projections", "rebuild"]).await;
@@ -143,7 +146,10 @@ async fn one_broken_tenant_stops_no_background_job_of_the_others(engine: Engine)
             .any(|l| l.starts_with("tenant c-fine: ") && l.contains("balances rebuilt")),
         "{out}"
     );
-    assert!(out.contains("rebuild FAILED for 1 of 3 tenant(s): a-broken"), "{out}");
+    assert!(
+        out.contains("rebuild FAILED for 1 of 3 tenant(s): a-broken"),
+        "{out}"
+    );
     let (code, out, err) = tally(&ledger, &["verify"]).await;
     assert_eq!(code, Some(1), "{out}\n{err}");
     assert!(out.contains("tenant c-fine: 3 entries"), "{out}");
@@ -213,7 +219,8 @@ async fn verify_names_every_difference_of_rule_state_and_rebuild_restores_it(eng
     let (code, out, err) = tally(&ledger, &["verify"]).await;
     assert_eq!(code, Some(1), "{out}\n{err}");
     for expected in [
-        "BROKEN tenant acme: rule state refunded \"p1\": missing; the log folds to \"4\"".to_owned(),
+        "BROKEN tenant acme: rule state refunded \"p1\": missing; the log folds to \"4\""
+            .to_owned(),
         format!("BROKEN tenant acme: rule state reversal \"{d_id}\": missing"),
         "BROKEN tenant acme: rule state hold \"h1\": different; stored {".to_owned(),
         "BROKEN tenant acme: rule state account \"cust\": different; stored {".to_owned(),

@@ -125,7 +125,11 @@ pub async fn verify(storage: &Storage, tenants: &[String]) -> ExitCode {
         }
     }
     if broken.is_empty() && unchecked.is_empty() {
-        println!("verify OK: {} tenant(s), {} entries", tenants.len(), entries);
+        println!(
+            "verify OK: {} tenant(s), {} entries",
+            tenants.len(),
+            entries
+        );
         return ExitCode::SUCCESS;
     }
     if !broken.is_empty() {

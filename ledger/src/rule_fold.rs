@@ -186,7 +186,11 @@ pub enum Difference {
     /// The log implies the record; no row holds it.
     Missing { key: StateKey, expected: String },
     /// A row the log does not imply.
-    Extra { kind: String, key: String, stored: String },
+    Extra {
+        kind: String,
+        key: String,
+        stored: String,
+    },
     /// The row holds another value (or expiry column) than the log implies.
     Different {
         key: StateKey,
@@ -337,8 +341,11 @@ mod tests {
             .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
             .replace("Z", "1Z");
         let intents = vec![
-            Intent::settings("c", body(json!({"unit": "USD", "overdraft": {"limit": "20"}})))
-                .unwrap(),
+            Intent::settings(
+                "c",
+                body(json!({"unit": "USD", "overdraft": {"limit": "20"}})),
+            )
+            .unwrap(),
             Intent::payment(body(
                 json!({"payment_id": "p1", "account": "c", "amount": "10", "unit": "USD"}),
             ))
@@ -421,12 +428,16 @@ mod tests {
             expires_at: None,
         });
         let found = compare(&fold, &damaged);
-        assert!(found.iter().any(
-            |d| matches!(d, Difference::Different { key, .. } if key.kind() == "account")
-        ));
-        assert!(found.iter().any(|d| matches!(d, Difference::Missing { key, .. }
+        assert!(found
+            .iter()
+            .any(|d| matches!(d, Difference::Different { key, .. } if key.kind() == "account")));
+        assert!(found
+            .iter()
+            .any(|d| matches!(d, Difference::Missing { key, .. }
             if *key == StateKey::Refunded("p1".into()))));
-        assert!(found.iter().any(|d| matches!(d, Difference::Extra { key, .. } if key == "ent_x")));
+        assert!(found
+            .iter()
+            .any(|d| matches!(d, Difference::Extra { key, .. } if key == "ent_x")));
         assert_eq!(found.len(), 3, "{found:?}");
     }
 }

@@ -250,9 +250,10 @@ pub async fn verify_tenant(
     // A stored row that does not read is a difference too; the other
     // checks go on.
     match storage.stored_balances(tenant).await {
-        Err(LedgerError::Corrupt(problem)) => {
-            problems.push(broken(None, format!("stored balances do not read: {problem}")))
-        }
+        Err(LedgerError::Corrupt(problem)) => problems.push(broken(
+            None,
+            format!("stored balances do not read: {problem}"),
+        )),
         Err(e) => return Err(e),
         Ok(stored) => {
             for (account, unit, folded) in fold.iter() {

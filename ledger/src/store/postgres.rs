@@ -29,7 +29,8 @@ use crate::state::StateKey;
 use crate::usage::UsageColumns;
 use crate::LedgerError;
 
-pub(super) const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
+pub(super) const ENTRY_COLUMNS: &str =
+    "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
     rejection_message, account, debit_account, credit_account, amount::text AS amount, unit, \
     params, fingerprint, recorded_at, balance_after::text AS balance_after, prev_hash, hash";
 
