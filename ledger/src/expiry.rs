@@ -8,7 +8,10 @@
 //! capture or release into a no-op.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+use futures_util::StreamExt;
 
 use crate::decide::Decision;
 use crate::intent::Intent;
@@ -19,12 +22,15 @@ use crate::LedgerError;
 /// Holds released per tenant and sweep at most; the rest wait for the next tick.
 pub const SWEEP_BATCH: i64 = 1_000;
 
+/// Tenants whose expired holds are being released at once.
+const SWEEP_TENANTS_AT_ONCE: usize = 16;
+
 /// Releases the holds that have expired; returns how many this call released.
 ///
 /// Tenants are independent: a tenant whose holds cannot be released (its
 /// stored state does not read, its writer fails) is logged and counted in
-/// [`crate::writer::WriterStats::expiry_failures`], and the sweep goes on
-/// with the next tenant; that tenant is tried again next tick. The listing
+/// [`crate::writer::WriterStats::expiry_failures`], and the other tenants
+/// are released all the same; that tenant is tried again next tick. The listing
 /// takes at most [`SWEEP_BATCH`] holds per tenant, so a tenant that keeps
 /// failing never fills the batch of the others.
 pub async fn sweep_expired_holds(writers: &Writers) -> Result<usize, LedgerError> {
@@ -39,36 +45,46 @@ pub async fn sweep_expired_holds(writers: &Writers) -> Result<usize, LedgerError
             .or_default()
             .push(Intent::expiry_release(&hold_id));
     }
-    let mut released = 0;
-    for (tenant, intents) in by_tenant {
-        let holds = intents.len();
-        let decisions = match writers.decide_all(&tenant, intents).await {
-            Ok(d) => d,
-            Err(e) => {
-                writers
-                    .stats()
-                    .expiry_failures
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                tracing::warn!(
-                    tenant = tenant.as_str(),
-                    holds,
-                    error = %e,
-                    "could not release this tenant's expired holds; other tenants go on, this one is retried next tick"
-                );
-                continue;
-            }
-        };
-        for decision in decisions {
-            if matches!(decision, Decision::Created(_)) {
-                released += 1;
-                writers
-                    .stats()
-                    .expired_holds_released
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
+    // Tenants are released side by side (each by its own writer), so a
+    // slow or stuck tenant does not hold the others up either.
+    let released = futures_util::stream::iter(by_tenant)
+        .map(|(tenant, intents)| release_tenant(writers, tenant, intents))
+        .buffer_unordered(SWEEP_TENANTS_AT_ONCE)
+        .fold(0, |total, n| async move { total + n })
+        .await;
+    Ok(released)
+}
+
+/// Releases one tenant's expired holds; how many it released. A failure
+/// is logged with the tenant and counted, never returned.
+async fn release_tenant(writers: &Writers, tenant: String, intents: Vec<Intent>) -> usize {
+    let holds = intents.len();
+    match writers.decide_all(&tenant, intents).await {
+        Ok(decisions) => {
+            let released = decisions
+                .iter()
+                .filter(|d| matches!(d, Decision::Created(_)))
+                .count();
+            writers
+                .stats()
+                .expired_holds_released
+                .fetch_add(released as u64, Ordering::Relaxed);
+            released
+        }
+        Err(e) => {
+            writers
+                .stats()
+                .expiry_failures
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                tenant = tenant.as_str(),
+                holds,
+                error = %e,
+                "could not release this tenant's expired holds; other tenants go on, this one is retried next tick"
+            );
+            0
         }
     }
-    Ok(released)
 }
 
 /// Sweeps every `interval` until the process ends. Errors are logged,
@@ -86,7 +102,7 @@ pub async fn run_hold_expiry(writers: Writers, interval: Duration) {
                 writers
                     .stats()
                     .expiry_failures
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, "hold expiry sweep failed; retrying next tick")
             }
         }
