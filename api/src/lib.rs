@@ -11,6 +11,7 @@ mod json_body;
 pub mod keys_cli;
 pub mod limits;
 pub mod logging;
+pub mod maintain_cli;
 pub mod metrics;
 pub mod observe;
 pub mod openapi;

@@ -2,10 +2,9 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
-use indicatif::{ProgressBar, ProgressStyle};
 use tally_api::audit_cli;
 use tally_api::cli::{
     Cli, Command, KeysCommand, ProjectionsCommand, ServeArgs, SigningArgs, SigningKeyCommand,
@@ -18,7 +17,6 @@ use tally_ledger::audit::sign::Signer;
 use tally_ledger::expiry::run_hold_expiry;
 use tally_ledger::names::check_tenant;
 use tally_ledger::store::{run_usage_projector, ProjectorStats, Storage};
-use tally_ledger::verify::{verify_tenant, verify_usage};
 use tally_ledger::writer::WriterConfig;
 
 // The write path allocates many small strings per entry; mimalloc measured
@@ -89,25 +87,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         },
         Command::Projections(ProjectionsCommand::Rebuild(database)) => {
             let storage = connect(&database.database_url).await?;
-            for tenant in storage.tenants().await? {
-                let started = Instant::now();
-                let (entries, balances) = storage.rebuild_balances(&tenant).await?;
-                let secs = started.elapsed().as_secs_f64();
-                println!(
-                    "tenant {tenant}: {balances} balances rebuilt from {entries} entries in {:.3} s ({:.0} entries/s)",
-                    secs,
-                    entries as f64 / secs.max(1e-9)
-                );
-                let started = Instant::now();
-                let (entries, rows) = storage.rebuild_usage(&tenant).await?;
-                let secs = started.elapsed().as_secs_f64();
-                println!(
-                    "tenant {tenant}: {rows} usage summary rows rebuilt from {entries} entries in {:.3} s ({:.0} entries/s)",
-                    secs,
-                    entries as f64 / secs.max(1e-9)
-                );
-            }
-            Ok(ExitCode::SUCCESS)
+            let tenants = storage.tenants().await?;
+            Ok(tally_api::maintain_cli::rebuild(&storage, &tenants).await)
         }
     }
 }
@@ -294,54 +275,5 @@ async fn verify_command(url: &str) -> anyhow::Result<ExitCode> {
         redact(url),
         storage.engine_name()
     );
-    let mut total = 0i64;
-    for tenant in &tenants {
-        let head = storage.head(tenant).await?;
-        // Drawn only on a terminal: indicatif hides itself otherwise.
-        let bar = ProgressBar::new(head.seq.max(0) as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} entries ({per_sec})")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(tenant.clone());
-        let started = Instant::now();
-        let result =
-            verify_tenant(&storage, tenant, |seq| bar.set_position(seq.max(0) as u64)).await?;
-        bar.finish_and_clear();
-        match result {
-            Ok(report) => {
-                total += report.entries;
-                println!(
-                    "tenant {}: {} entries, seq 1..{} gap-free, every fingerprint and hash recomputed, \
-                     chain head {}:{}; {} balances equal a fresh fold of the log ({:.2} s)",
-                    report.tenant,
-                    report.entries,
-                    report.entries,
-                    report.head.seq,
-                    hex::encode(report.head.hash),
-                    report.balances,
-                    started.elapsed().as_secs_f64()
-                );
-            }
-            Err(broken) => {
-                println!("BROKEN {broken}");
-                eprintln!("tally verify: FAILED: {broken}");
-                return Ok(ExitCode::from(1));
-            }
-        }
-        match verify_usage(&storage, tenant).await? {
-            Ok(usage) => println!(
-                "tenant {tenant}: {} usage summary rows equal a fresh fold of the log up to seq {}",
-                usage.rows, usage.checkpoint
-            ),
-            Err(broken) => {
-                println!("BROKEN {broken}");
-                eprintln!("tally verify: FAILED: {broken}");
-                return Ok(ExitCode::from(1));
-            }
-        }
-    }
-    println!("verify OK: {} tenant(s), {} entries", tenants.len(), total);
-    Ok(ExitCode::SUCCESS)
+    Ok(tally_api::maintain_cli::verify(&storage, &tenants).await)
 }

@@ -570,6 +570,17 @@ impl Metrics {
             &[],
             projector.failures.load(Ordering::Relaxed),
         );
+        out.family(
+            "tally_background_failures_total",
+            "counter",
+            "Failures of background jobs, by job: expiry (a tenant's expired holds not released, or the listing of expired holds failed) and usage (a tenant's usage not projected, or the listing of lagging tenants failed). The other tenants go on; the failed work is retried next round, and the log names the tenant.",
+        );
+        for (job, value) in [
+            ("expiry", stats.expiry_failures.load(Ordering::Relaxed)),
+            ("usage", projector.failures.load(Ordering::Relaxed)),
+        ] {
+            out.sample("tally_background_failures_total", &[("job", job)], value);
+        }
 
         out.text
     }

@@ -26,6 +26,7 @@ pub mod keys;
 mod look_ups;
 pub mod names;
 pub mod recent;
+pub mod rule_fold;
 pub mod state;
 pub mod statement;
 pub mod stats;

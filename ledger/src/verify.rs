@@ -9,7 +9,7 @@ use crate::chain::{entry_hash, Head, GENESIS_HASH};
 use crate::entry::StoredEntry;
 use crate::fingerprint::Fingerprint;
 use crate::fold::LogFold;
-use crate::state::{HoldStatus, StateKey, StateValue};
+use crate::rule_fold::RuleFold;
 use crate::store::{EntryFilter, Storage, LOG_PAGE};
 use crate::LedgerError;
 
@@ -134,10 +134,12 @@ pub struct TenantReport {
     pub tenant: String,
     pub entries: i64,
     pub balances: usize,
+    /// Rule-state records (settings, holds, refunded totals, reversals).
+    pub records: usize,
     pub head: Head,
 }
 
-/// The first thing found wrong.
+/// One thing found wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Broken {
     pub tenant: String,
@@ -156,29 +158,32 @@ impl std::fmt::Display for Broken {
 }
 
 /// Verifies one tenant: gap-free seq, every fingerprint and hash, every
-/// `balance_after`, the head, and the stored balances against a fresh fold.
+/// `balance_after`, the head; then every piece of derived state the writer
+/// trusts against a fresh fold of the log: the stored balances (held
+/// included) and the rule state (account settings, holds, refunded totals,
+/// reversals). A problem in the log is reported alone (the fold stops
+/// there); every difference of derived state is reported.
 /// `progress` is told how many entries have been checked so far.
 pub async fn verify_tenant(
     storage: &Storage,
     tenant: &str,
     mut progress: impl FnMut(i64),
-) -> Result<Result<TenantReport, Broken>, LedgerError> {
-    let broken = |seq: Option<i64>, problem: String| {
-        Ok(Err(Broken {
-            tenant: tenant.to_owned(),
-            seq,
-            problem,
-        }))
+) -> Result<Result<TenantReport, Vec<Broken>>, LedgerError> {
+    let broken = |seq: Option<i64>, problem: String| Broken {
+        tenant: tenant.to_owned(),
+        seq,
+        problem,
     };
     let head = storage.head(tenant).await?;
     let mut log = LogFold::new();
+    let mut rules = RuleFold::new();
     let mut prev = Head {
         seq: 0,
         hash: GENESIS_HASH,
     };
     // Pages are read ahead while the last one is checked; each page's
     // hashes are checked in parallel chunks, since every entry stores the
-    // hash it chains from, while the fold, which must go in order, runs here.
+    // hash it chains from, while the folds, which must go in order, run here.
     let mut pages = read_ahead(storage.clone(), tenant.to_owned());
     while let Some(page) = pages.recv().await {
         let page = Arc::new(page?);
@@ -187,6 +192,10 @@ pub async fn verify_tenant(
         let mut folded_to = None;
         for e in page.iter() {
             if let Err(LedgerError::Corrupt(problem)) = log.apply(e) {
+                folded_to = Some((e.seq, problem));
+                break;
+            }
+            if let Err(LedgerError::Corrupt(problem)) = rules.apply(e) {
                 folded_to = Some((e.seq, problem));
                 break;
             }
@@ -210,10 +219,10 @@ pub async fn verify_tenant(
         // The first problem in seq order wins; at one entry, the chain's.
         match (hashes.await?, folded_to) {
             (Some((seq, problem)), Some((fseq, _))) if seq <= fseq => {
-                return broken(Some(seq), problem)
+                return Ok(Err(vec![broken(Some(seq), problem)]))
             }
-            (_, Some((seq, problem))) => return broken(Some(seq), problem),
-            (Some((seq, problem)), None) => return broken(Some(seq), problem),
+            (_, Some((seq, problem))) => return Ok(Err(vec![broken(Some(seq), problem)])),
+            (Some((seq, problem)), None) => return Ok(Err(vec![broken(Some(seq), problem)])),
             (None, None) => {}
         }
         if let Some(last) = page.last() {
@@ -228,86 +237,69 @@ pub async fn verify_tenant(
         progress(prev.seq);
     }
     if prev != head {
-        return broken(
+        return Ok(Err(vec![broken(
             None,
             format!(
                 "head says seq {} but the log ends at seq {}",
                 head.seq, prev.seq
             ),
-        );
+        )]));
     }
+    let mut problems = Vec::new();
     let fold = &log.balances;
-    let stored = storage.stored_balances(tenant).await?;
-    for (account, unit, folded) in fold.iter() {
-        match stored.get(account, unit) {
-            Some(s) if s == folded => {}
-            Some(s) => {
-                return broken(
-                    None,
-                    format!(
-                        "stored balance of {account} ({unit}) is posted {} held {} but the log folds to posted {} held {}",
-                        canonical(s.posted()),
-                        canonical(s.held),
-                        canonical(folded.posted()),
-                        canonical(folded.held)
-                    ),
-                )
-            }
-            None => return broken(None, format!("no stored balance for {account} ({unit})")),
-        }
-    }
-    if let Some((account, unit, _)) = stored.iter().find(|(a, u, _)| fold.get(a, u).is_none()) {
-        return broken(
+    // A stored row that does not read is a difference too; the other
+    // checks go on.
+    match storage.stored_balances(tenant).await {
+        Err(LedgerError::Corrupt(problem)) => problems.push(broken(
             None,
-            format!("stored balance of {account} ({unit}) has no entries in the log"),
-        );
-    }
-    // The open holds the writer relies on must be exactly those of the log.
-    let mut stored_open = Vec::new();
-    for (key, value) in storage.records_of_kind(tenant, "hold").await? {
-        let state_key = StateKey::Hold(key.clone());
-        match StateValue::from_json(&state_key, &value) {
-            Some(StateValue::Hold(h)) if h.status == HoldStatus::Open => stored_open.push(h),
-            Some(_) => {}
-            None => return broken(None, format!("stored hold {key} is unreadable")),
+            format!("stored balances do not read: {problem}"),
+        )),
+        Err(e) => return Err(e),
+        Ok(stored) => {
+            for (account, unit, folded) in fold.iter() {
+                match stored.get(account, unit) {
+                    Some(s) if s == folded => {}
+                    Some(s) => problems.push(broken(
+                        None,
+                        format!(
+                            "stored balance of {account} ({unit}) is posted {} held {} but the log folds to posted {} held {}",
+                            canonical(s.posted()),
+                            canonical(s.held),
+                            canonical(folded.posted()),
+                            canonical(folded.held)
+                        ),
+                    )),
+                    None => problems.push(broken(
+                        None,
+                        format!(
+                            "no stored balance for {account} ({unit}); the log folds to posted {} held {}",
+                            canonical(folded.posted()),
+                            canonical(folded.held)
+                        ),
+                    )),
+                }
+            }
+            for (account, unit, _) in stored.iter().filter(|(a, u, _)| fold.get(a, u).is_none()) {
+                problems.push(broken(
+                    None,
+                    format!("stored balance of {account} ({unit}) has no entries in the log"),
+                ));
+            }
         }
     }
-    for h in &stored_open {
-        match log.open_holds.get(&h.hold_id) {
-            Some(o) if o.account == h.account && o.unit == h.unit && o.amount == h.amount => {}
-            Some(_) => {
-                return broken(
-                    None,
-                    format!("stored hold {} differs from the hold in the log", h.hold_id),
-                )
-            }
-            None => {
-                return broken(
-                    None,
-                    format!(
-                        "stored hold {} is open but the log closed it or never made it",
-                        h.hold_id
-                    ),
-                )
-            }
-        }
+    // The rule state the writer decides by must be exactly the log's.
+    let stored = storage.rule_state_rows(tenant).await?;
+    for difference in crate::rule_fold::compare(&rules, &stored) {
+        problems.push(broken(None, difference.to_string()));
     }
-    if stored_open.len() != log.open_holds.len() {
-        let missing = log
-            .open_holds
-            .keys()
-            .find(|id| !stored_open.iter().any(|h| &h.hold_id == *id))
-            .cloned()
-            .unwrap_or_default();
-        return broken(
-            None,
-            format!("hold {missing} is open in the log but not in the stored holds"),
-        );
+    if !problems.is_empty() {
+        return Ok(Err(problems));
     }
     Ok(Ok(TenantReport {
         tenant: tenant.to_owned(),
         entries: prev.seq,
         balances: fold.len(),
+        records: rules.records.len(),
         head,
     }))
 }
@@ -334,7 +326,12 @@ pub async fn verify_usage(
             problem,
         }))
     };
-    let (stored, checkpoint) = storage.stored_usage(tenant).await?;
+    let (stored, checkpoint) = match storage.stored_usage(tenant).await {
+        Err(LedgerError::Corrupt(problem)) => {
+            return broken(format!("stored usage summaries do not read: {problem}"))
+        }
+        other => other?,
+    };
     let head = storage.head(tenant).await?;
     if checkpoint > head.seq {
         return broken(format!(

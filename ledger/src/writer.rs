@@ -107,6 +107,9 @@ pub struct WriterStats {
     pub commit_micros: Histogram,
     /// Expired holds this process released (`crate::expiry`).
     pub expired_holds_released: AtomicU64,
+    /// Failures of the hold-expiry sweep: a tenant whose expired holds
+    /// could not be released, or a listing of expired holds that failed.
+    pub expiry_failures: AtomicU64,
     /// Intents answered by the look-up before the writer (replays and
     /// conflicts of committed entries): they never entered a group.
     pub answered_before_group: AtomicU64,
@@ -156,6 +159,7 @@ impl Default for WriterStats {
             group_size: Histogram::new(&GROUP_SIZE_BOUNDS),
             commit_micros: Histogram::new(&COMMIT_MICROS_BOUNDS),
             expired_holds_released: AtomicU64::new(0),
+            expiry_failures: AtomicU64::new(0),
             answered_before_group: AtomicU64::new(0),
             decided_ahead: AtomicU64::new(0),
             decided_ahead_redone: AtomicU64::new(0),

@@ -11,6 +11,7 @@ mod group;
 mod memory;
 mod postgres;
 mod readiness;
+mod rules;
 mod sqlite;
 mod usage;
 
@@ -29,6 +30,7 @@ use crate::LedgerError;
 pub(crate) use memory::Fence;
 pub use memory::{WriterMemory, CONTENDED_FOR, MEMORY_LIMIT};
 pub use postgres::PostgresStore;
+pub use rules::RulesRebuilt;
 pub use sqlite::SqliteStore;
 pub use usage::{run_usage_projector, ProjectorStats, UsageQuery, UsageRead, USAGE_PAGE};
 
@@ -508,7 +510,8 @@ impl Storage {
     }
 
     /// (tenant, hold_id) of open holds, every tenant, that expired by `now`;
-    /// the oldest first, at most `limit`.
+    /// the oldest first, at most `limit` per tenant (a tenant whose holds
+    /// cannot be released never crowds out the others).
     pub async fn expired_holds(
         &self,
         now: DateTime<Utc>,
@@ -527,6 +530,27 @@ impl Storage {
         match self {
             Storage::Sqlite(s) => s.rebuild_balances(tenant).await,
             Storage::Postgres(s) => s.rebuild_balances(tenant).await,
+        }
+    }
+
+    /// Every rule-state row of a tenant, as stored (`tally verify`).
+    pub async fn rule_state_rows(
+        &self,
+        tenant: &str,
+    ) -> Result<Vec<crate::rule_fold::StoredRecord>, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.rule_state_rows(tenant).await,
+            Storage::Postgres(s) => s.rule_state_rows(tenant).await,
+        }
+    }
+
+    /// Makes a tenant's rule state the fold of its log
+    /// ([`crate::rule_fold`]), under the head lock, bumping the head's
+    /// generation so no writer trusts the records it remembers.
+    pub async fn rebuild_rule_state(&self, tenant: &str) -> Result<RulesRebuilt, LedgerError> {
+        match self {
+            Storage::Sqlite(s) => s.rebuild_rule_state(tenant).await,
+            Storage::Postgres(s) => s.rebuild_rule_state(tenant).await,
         }
     }
 }

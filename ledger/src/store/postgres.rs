@@ -30,7 +30,8 @@ use crate::usage::UsageColumns;
 use crate::wide::WideDecimal;
 use crate::LedgerError;
 
-const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
+pub(super) const ENTRY_COLUMNS: &str =
+    "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
     rejection_message, account, debit_account, credit_account, amount::text AS amount, unit, \
     params, fingerprint, recorded_at, balance_after::text AS balance_after, prev_hash, hash";
 
@@ -39,7 +40,7 @@ pub struct PostgresStore {
     pub(crate) pool: PgPool,
 }
 
-fn entry(row: &PgRow) -> Result<StoredEntry, LedgerError> {
+pub(super) fn entry(row: &PgRow) -> Result<StoredEntry, LedgerError> {
     let recorded_at: DateTime<Utc> = row.try_get("recorded_at")?;
     decode_entry(row, recorded_at)
 }
@@ -441,8 +442,11 @@ impl PostgresStore {
         limit: i64,
     ) -> Result<Vec<(String, String)>, LedgerError> {
         let rows = sqlx::query(
-            "SELECT tenant_id, key FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= $1 \
-             ORDER BY expires_at LIMIT $2",
+            "SELECT tenant_id, key FROM ( \
+               SELECT tenant_id, key, expires_at, \
+                 row_number() OVER (PARTITION BY tenant_id ORDER BY expires_at) AS n \
+               FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= $1) AS e \
+             WHERE n <= $2 ORDER BY expires_at",
         )
         .bind(now)
         .bind(limit)
@@ -607,6 +611,31 @@ impl PostgresStore {
             "balances rebuilt"
         );
         Ok((head.seq, projection.len()))
+    }
+
+    /// Every rule-state row of a tenant, as stored.
+    pub async fn rule_state_rows(
+        &self,
+        tenant: &str,
+    ) -> Result<Vec<crate::rule_fold::StoredRecord>, LedgerError> {
+        let mut conn = self.pool.acquire().await?;
+        super::rules::stored_pg(&mut conn, tenant).await
+    }
+
+    pub async fn rebuild_rule_state(
+        &self,
+        tenant: &str,
+    ) -> Result<super::rules::RulesRebuilt, LedgerError> {
+        let mut group = self.begin_group().await?;
+        group.lock_head(tenant).await?;
+        // Writers must not trust records they remember across this rewrite.
+        sqlx::query("UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = $1")
+            .bind(tenant)
+            .execute(&mut *group.tx)
+            .await?;
+        let rebuilt = super::rules::rebuild_pg(&mut group.tx, tenant).await?;
+        group.commit().await?;
+        Ok(rebuilt)
     }
 }
 

@@ -32,7 +32,8 @@ use crate::usage::UsageColumns;
 use crate::wide::WideDecimal;
 use crate::LedgerError;
 
-const ENTRY_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
+pub(super) const ENTRY_COLUMNS: &str =
+    "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
     rejection_message, account, debit_account, credit_account, amount, unit, params, \
     fingerprint, recorded_at, balance_after, prev_hash, hash";
 
@@ -230,7 +231,7 @@ pub struct SqliteStore {
     write_gate: Arc<tokio::sync::Mutex<()>>,
 }
 
-fn entry(row: &SqliteRow) -> Result<StoredEntry, LedgerError> {
+pub(super) fn entry(row: &SqliteRow) -> Result<StoredEntry, LedgerError> {
     let text: String = row.try_get("recorded_at")?;
     let recorded_at = DateTime::parse_from_rfc3339(&text)
         .map_err(|_| LedgerError::Corrupt(format!("recorded_at {text:?}")))?
@@ -596,8 +597,11 @@ impl SqliteStore {
         limit: i64,
     ) -> Result<Vec<(String, String)>, LedgerError> {
         let rows = sqlx::query(
-            "SELECT tenant_id, key FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= ? \
-             ORDER BY expires_at LIMIT ?",
+            "SELECT tenant_id, key FROM ( \
+               SELECT tenant_id, key, expires_at, \
+                 row_number() OVER (PARTITION BY tenant_id ORDER BY expires_at) AS n \
+               FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= ?) \
+             WHERE n <= ? ORDER BY expires_at",
         )
         .bind(now)
         .bind(limit)
@@ -703,6 +707,31 @@ impl SqliteStore {
             "balances rebuilt"
         );
         Ok((head.seq, projection.len()))
+    }
+
+    /// Every rule-state row of a tenant, as stored.
+    pub async fn rule_state_rows(
+        &self,
+        tenant: &str,
+    ) -> Result<Vec<crate::rule_fold::StoredRecord>, LedgerError> {
+        let mut conn = self.pool.acquire().await?;
+        super::rules::stored_sqlite(&mut conn, tenant).await
+    }
+
+    pub async fn rebuild_rule_state(
+        &self,
+        tenant: &str,
+    ) -> Result<super::rules::RulesRebuilt, LedgerError> {
+        let mut group = self.begin_group().await?;
+        group.lock_head(tenant).await?;
+        // Writers must not trust records they remember across this rewrite.
+        sqlx::query("UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = ?")
+            .bind(tenant)
+            .execute(&mut *group.tx)
+            .await?;
+        let rebuilt = super::rules::rebuild_sqlite(&mut group.tx, tenant).await?;
+        group.commit().await?;
+        Ok(rebuilt)
     }
 }
 

@@ -1,0 +1,202 @@
+//! Rule state read as stored, and rebuilt from the log
+//! ([`crate::rule_fold`]): the SQL of both engines.
+//!
+//! The rebuild runs on the transaction that holds the tenant's head lock
+//! and bumped its generation, so no group commits in between and no writer
+//! trusts the records it remembered from before. Like the balance rebuild,
+//! it writes only the rows that differ from the fold and deletes the rows
+//! the fold has not: a sound ledger's rebuild rewrites nothing.
+
+use futures_util::TryStreamExt;
+use sqlx::{PgConnection, QueryBuilder, Row, SqliteConnection};
+
+use crate::rule_fold::{compare, RuleFold, StoredRecord, RULE_KINDS_SQL};
+use crate::state::StateRow;
+use crate::LedgerError;
+
+/// Rows per multi-row statement.
+const ROWS_PER_STATEMENT: usize = 250;
+
+/// What a rule-state rebuild did for one tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RulesRebuilt {
+    /// Entries of the kinds that change rule state, folded.
+    pub entries: u64,
+    /// Records the log implies.
+    pub records: usize,
+    /// Rows written (missing or different) and deleted (extra).
+    pub written: usize,
+    pub removed: usize,
+}
+
+fn record<R: Row>(r: &R) -> Result<StoredRecord, LedgerError>
+where
+    usize: sqlx::ColumnIndex<R>,
+    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+{
+    Ok(StoredRecord {
+        kind: r.try_get(0)?,
+        key: r.try_get(1)?,
+        value: r.try_get(2)?,
+        expires_at: r.try_get(3)?,
+    })
+}
+
+const STORED_SQL_SQLITE: &str =
+    "SELECT kind, key, value, expires_at FROM rule_state WHERE tenant_id = ? ORDER BY kind, key";
+const STORED_SQL_PG: &str =
+    "SELECT kind, key, value, expires_at FROM rule_state WHERE tenant_id = $1 ORDER BY kind, key";
+
+pub(super) async fn stored_sqlite(
+    conn: &mut SqliteConnection,
+    tenant: &str,
+) -> Result<Vec<StoredRecord>, LedgerError> {
+    let rows = sqlx::query(STORED_SQL_SQLITE)
+        .bind(tenant)
+        .fetch_all(conn)
+        .await?;
+    rows.iter().map(record).collect()
+}
+
+pub(super) async fn stored_pg(
+    conn: &mut PgConnection,
+    tenant: &str,
+) -> Result<Vec<StoredRecord>, LedgerError> {
+    let rows = sqlx::query(STORED_SQL_PG)
+        .bind(tenant)
+        .fetch_all(conn)
+        .await?;
+    rows.iter().map(record).collect()
+}
+
+/// Folds, in seq order, the entries that change rule state.
+/// `ORDER BY +seq` on SQLite: found through the kind index, then sorted
+/// (see [`super::hold_rows_sql`]).
+fn rule_entries_sql(columns: &str, placeholder: &str, order: &str) -> String {
+    format!(
+        "SELECT {columns} FROM entries WHERE tenant_id = {placeholder} \
+         AND kind IN {RULE_KINDS_SQL} ORDER BY {order}"
+    )
+}
+
+pub(super) async fn rebuild_sqlite(
+    conn: &mut SqliteConnection,
+    tenant: &str,
+) -> Result<RulesRebuilt, LedgerError> {
+    let mut fold = RuleFold::new();
+    let mut entries = 0u64;
+    let sql = rule_entries_sql(super::sqlite::ENTRY_COLUMNS, "?", "+seq");
+    {
+        let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
+        while let Some(r) = rows.try_next().await? {
+            fold.apply(&super::sqlite::entry(&r)?)?;
+            entries += 1;
+        }
+    }
+    let stored = stored_sqlite(conn, tenant).await?;
+    let differences = compare(&fold, &stored);
+    let writes: Vec<StateRow> = differences.iter().filter_map(|d| d.repair(&fold)).collect();
+    let removes: Vec<(&str, &str)> = differences
+        .iter()
+        .filter(|d| d.repair(&fold).is_none())
+        .map(|d| d.row_key())
+        .collect();
+    for chunk in removes.chunks(ROWS_PER_STATEMENT) {
+        let mut q = QueryBuilder::<sqlx::Sqlite>::new("DELETE FROM rule_state WHERE tenant_id = ");
+        q.push_bind(tenant).push(" AND (kind, key) IN (VALUES ");
+        let mut sep = q.separated(", ");
+        for (kind, key) in chunk {
+            sep.push("(")
+                .push_bind_unseparated(*kind)
+                .push_unseparated(", ")
+                .push_bind_unseparated(*key)
+                .push_unseparated(")");
+        }
+        q.push(")");
+        q.build().execute(&mut *conn).await?;
+    }
+    for chunk in writes.chunks(ROWS_PER_STATEMENT) {
+        let mut q = QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) ",
+        );
+        q.push_values(chunk, |mut b, r| {
+            b.push_bind(tenant)
+                .push_bind(r.kind)
+                .push_bind(&r.key)
+                .push_bind(&r.value)
+                .push_bind(&r.expires_at);
+        });
+        q.push(
+            " ON CONFLICT (tenant_id, kind, key) DO UPDATE SET \
+             value = excluded.value, expires_at = excluded.expires_at",
+        );
+        q.build().execute(&mut *conn).await?;
+    }
+    Ok(RulesRebuilt {
+        entries,
+        records: fold.records.len(),
+        written: writes.len(),
+        removed: removes.len(),
+    })
+}
+
+pub(super) async fn rebuild_pg(
+    conn: &mut PgConnection,
+    tenant: &str,
+) -> Result<RulesRebuilt, LedgerError> {
+    let mut fold = RuleFold::new();
+    let mut entries = 0u64;
+    let sql = rule_entries_sql(super::postgres::ENTRY_COLUMNS, "$1", "seq");
+    {
+        let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
+        while let Some(r) = rows.try_next().await? {
+            fold.apply(&super::postgres::entry(&r)?)?;
+            entries += 1;
+        }
+    }
+    let stored = stored_pg(conn, tenant).await?;
+    let differences = compare(&fold, &stored);
+    let writes: Vec<StateRow> = differences.iter().filter_map(|d| d.repair(&fold)).collect();
+    let (kinds, keys): (Vec<&str>, Vec<&str>) = differences
+        .iter()
+        .filter(|d| d.repair(&fold).is_none())
+        .map(|d| d.row_key())
+        .unzip();
+    if !kinds.is_empty() {
+        sqlx::query(
+            "DELETE FROM rule_state r USING UNNEST($2::text[], $3::text[]) AS d(kind, key) \
+             WHERE r.tenant_id = $1 AND r.kind = d.kind AND r.key = d.key",
+        )
+        .bind(tenant)
+        .bind(&kinds)
+        .bind(&keys)
+        .execute(&mut *conn)
+        .await?;
+    }
+    for chunk in writes.chunks(ROWS_PER_STATEMENT * 40) {
+        let kinds: Vec<&str> = chunk.iter().map(|r| r.kind).collect();
+        let keys: Vec<&str> = chunk.iter().map(|r| r.key.as_str()).collect();
+        let values: Vec<&str> = chunk.iter().map(|r| r.value.as_str()).collect();
+        let expiries: Vec<Option<&str>> = chunk.iter().map(|r| r.expires_at.as_deref()).collect();
+        sqlx::query(
+            "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) \
+             SELECT $1, r.* FROM UNNEST($2::text[], $3::text[], $4::text[], $5::text[]) AS r \
+             ON CONFLICT (tenant_id, kind, key) DO UPDATE SET \
+               value = EXCLUDED.value, expires_at = EXCLUDED.expires_at",
+        )
+        .bind(tenant)
+        .bind(&kinds)
+        .bind(&keys)
+        .bind(&values)
+        .bind(&expiries)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(RulesRebuilt {
+        entries,
+        records: fold.records.len(),
+        written: writes.len(),
+        removed: kinds.len(),
+    })
+}
