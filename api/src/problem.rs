@@ -65,9 +65,11 @@ impl From<LedgerError> for ApiError {
             LedgerError::NotFound => ApiError::NotFound,
             LedgerError::Overloaded => ApiError::RateLimited,
             LedgerError::Unavailable(m) => ApiError::Unavailable(m),
-            LedgerError::Database(e) => ApiError::Unavailable(e.to_string()),
-            LedgerError::Migration(e) => ApiError::Unavailable(e.to_string()),
-            other => ApiError::Internal(other.to_string()),
+            // Only a failure that goes away by itself is 503 + Retry-After:
+            // a correct client retries that for ever. Anything else is a
+            // 500 whose cause is logged and counted (see `problem`).
+            e if e.is_transient() => ApiError::Unavailable(e.to_string()),
+            other => ApiError::Ledger(other),
         }
     }
 }
@@ -199,6 +201,7 @@ impl ApiError {
                 "Service unavailable",
                 detail,
             ),
+            ApiError::Ledger(e) if e.is_transient() => ApiError::Unavailable(e.to_string()).problem(),
             ApiError::Unavailable(cause) => {
                 tracing::warn!(%cause, "answering 503");
                 Problem::new(
@@ -210,7 +213,11 @@ impl ApiError {
                 )
             }
             ApiError::Internal(_) | ApiError::Io(_) | ApiError::Ledger(_) => {
-                tracing::error!(error = %detail, "internal error");
+                // Logged inside the request's span (its request ID); the
+                // detail is the error alone, never a header or the body.
+                let cause = self.cause_label();
+                tracing::error!(cause, error = %detail, "internal error");
+                crate::metrics::global().observe_internal_error(cause);
                 Problem::new(
                     S::INTERNAL_SERVER_ERROR,
                     "internal",
@@ -218,6 +225,15 @@ impl ApiError {
                     "an internal error occurred".into(),
                 )
             }
+        }
+    }
+
+    /// The cause class of a 500, for logs and `tally_internal_errors_total`.
+    fn cause_label(&self) -> &'static str {
+        match self {
+            ApiError::Ledger(e) => e.cause().label(),
+            ApiError::Io(_) => "io",
+            _ => "internal",
         }
     }
 
