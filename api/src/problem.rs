@@ -42,6 +42,14 @@ pub enum ApiError {
     /// More requests in flight than `--max-in-flight`; nothing was done.
     #[error("the server is at its limit of {0} requests in flight")]
     Busy(usize),
+    /// The request bodies in flight would take more than
+    /// `--max-body-mib-in-flight` (bytes); nothing was done.
+    #[error("the server is at its limit of {} MiB of request bodies in flight", .0 / (1024 * 1024))]
+    BodyBudget(usize),
+    /// This one body would take more than the whole body budget: it can
+    /// never be served by this server.
+    #[error("receiving and parsing this body would take {} KiB, more than the server's limit of {} KiB of request bodies in flight", .bytes / 1024, .budget / 1024)]
+    TooCostly { bytes: usize, budget: usize },
     /// The request ran longer than `--request-timeout-ms`.
     #[error("the request took longer than {} ms", .0.as_millis())]
     TimedOut(std::time::Duration),
@@ -185,6 +193,18 @@ impl ApiError {
                 "unavailable",
                 "Service unavailable",
                 format!("{detail}; nothing was done, retry the same request"),
+            ),
+            ApiError::BodyBudget(_) => Problem::new(
+                S::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+                format!("{detail}; nothing was done, retry the same request"),
+            ),
+            ApiError::TooCostly { .. } => Problem::new(
+                S::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "Payload too large",
+                detail,
             ),
             ApiError::TimedOut(_) => Problem::new(
                 S::SERVICE_UNAVAILABLE,
