@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::Router;
+use futures_util::task::AtomicWaker;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -148,6 +149,10 @@ async fn accept_failed(e: io::Error) {
 struct Activity {
     in_flight: AtomicUsize,
     finished: AtomicU64,
+    /// The connection's task, woken when a request finishes: hyper last
+    /// polled the socket while the request was in flight (no clock ran
+    /// then), and would not poll it again before the client sent a byte.
+    reader: AtomicWaker,
 }
 
 /// One request in flight, from its head until its answer is sent.
@@ -164,6 +169,7 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.finished.fetch_add(1, Ordering::SeqCst);
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.reader.wake();
     }
 }
 
@@ -217,6 +223,7 @@ impl AsyncRead for Watched {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        this.activity.reader.register(cx.waker());
         let busy = this.activity.in_flight.load(Ordering::SeqCst) > 0;
         let finished = this.activity.finished.load(Ordering::SeqCst);
         if !busy && finished != this.finished_seen {
