@@ -26,6 +26,7 @@ engine_tests!(
     an_idle_kept_alive_connection_is_closed,
     connections_past_the_cap_wait_until_one_closes,
     bodies_in_flight_are_bounded_in_memory,
+    a_body_that_parses_into_more_than_the_budget_is_refused,
 );
 
 const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: tally\r\n\r\n";
@@ -244,7 +245,7 @@ async fn slow_batch(addr: std::net::SocketAddr, key: String, body: Vec<u8>) -> (
 
 /// The bound: with `--max-body-mib-in-flight` at 48, 24 batches of
 /// ~7.4 MiB sent at once and slowly (~180 MiB of bodies, more once parsed)
-/// grow the server's RSS by less than the budget plus 48 MiB of slack
+/// grow the server's RSS by less than the budget plus 64 MiB of slack
 /// (connection buffers, the allocator's retained pages, the answers); the
 /// ones past the budget get 503 with Retry-After, the others are posted,
 /// and the server answers normally afterwards.
@@ -252,6 +253,7 @@ async fn bodies_in_flight_are_bounded_in_memory(engine: Engine) {
     const MIB: u64 = 1024 * 1024;
     const BUDGET_MIB: u64 = 48;
     const CLIENTS: usize = 24;
+    const SLACK_MIB: u64 = 64;
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", "post,read").await;
     let server = server_with_env(
@@ -302,7 +304,7 @@ async fn bodies_in_flight_are_bounded_in_memory(engine: Engine) {
     assert_eq!(posted + shed, CLIENTS, "{answers:?}");
     assert!(posted >= 1 && shed >= 1, "{answers:?}");
     assert!(
-        grew < (BUDGET_MIB + 48) * MIB,
+        grew < (BUDGET_MIB + SLACK_MIB) * MIB,
         "the server's RSS grew by {:.1} MiB with a budget of {BUDGET_MIB} MiB",
         grew as f64 / MIB as f64
     );
@@ -313,6 +315,30 @@ async fn bodies_in_flight_are_bounded_in_memory(engine: Engine) {
             &key,
             &common::debit("after", "cust", "1"),
         )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+}
+
+/// A 1 MiB body of tiny objects parses into ~100 MiB of `serde_json`
+/// values: with a 16 MiB budget it can never be served, and is refused
+/// with 413 before it is parsed.
+async fn a_body_that_parses_into_more_than_the_budget_is_refused(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read").await;
+    let server = server_with_env(&ledger, &[("TALLY_MAX_BODY_MIB_IN_FLIGHT", "16")]).await;
+    let mut body = String::from(r#"{"usage_record_id":"u1","account":"cust","amount":"1","unit":"USD","x":["#);
+    while body.len() < 1_000_000 {
+        body.push_str(r#"{"a":0},"#);
+    }
+    body.push_str("{}]}");
+    let r = server
+        .post_raw("/v1/usage-debits", &key, "application/json", body.into_bytes())
+        .await;
+    assert_eq!(r.status, 413, "{r:?}");
+    assert_eq!(r.code(), "payload_too_large");
+    // The same request without the padding is served.
+    let r = server
+        .post("/v1/usage-debits", &key, &common::debit("u1", "cust", "1"))
         .await;
     assert_eq!(r.status, 201, "{r:?}");
 }

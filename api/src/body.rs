@@ -92,10 +92,15 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
                 ApiError::MalformedJson(e.body_text())
             }
         })?;
-        // Parsing may take many times the body's size (`parse_cost`): it
-        // is taken from the body budget first, or refused.
+        // Parsing may take many times the body's size (`parse_cost`): what
+        // the allowance taken before the body was read does not cover is
+        // taken from the body budget first, or the request is refused.
         if let Some(allowance) = &allowance {
-            allowance.grow(parse_cost(&bytes))?;
+            let covered = bytes.len() * crate::limits::UPFRONT_PARSE_FACTOR;
+            let more = parse_cost(&bytes).saturating_sub(covered);
+            if more > 0 {
+                allowance.grow(more)?;
+            }
         }
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(map)) => match crate::duplicate_keys::find_duplicate_key(&bytes) {
@@ -111,5 +116,25 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
             ))),
             Err(e) => Err(ApiError::MalformedJson(e.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_cost_counts_values_and_objects_outside_strings() {
+        let base = |len: usize, values: usize, objects: usize| {
+            len + values * PARSED_BYTES_PER_VALUE + objects * PARSED_BYTES_PER_OBJECT
+        };
+        assert_eq!(parse_cost(b"{}"), base(2, 1, 1));
+        assert_eq!(parse_cost(br#"{"a":1,"b":[1,2]}"#), base(17, 3, 1));
+        // Commas, braces and escaped quotes inside strings are text.
+        let text = br#"{"a":"x,{y},\"z,{"}"#;
+        assert_eq!(parse_cost(text), base(text.len(), 1, 1));
+        // Many tiny objects cost far more than their bytes.
+        let tiny = format!("[{}{{}}]", "{},".repeat(1000));
+        assert!(parse_cost(tiny.as_bytes()) > 200 * tiny.len());
     }
 }

@@ -378,7 +378,7 @@ impl Metrics {
         out.family(
             "tally_writer_failed_groups_total",
             "counter",
-            "Group transactions that failed after their retry: nothing committed, every caller got 503.",
+            "Group transactions that failed after their retry: nothing committed, every caller got 503 (500 if the failure was not transient).",
         );
         out.sample(
             "tally_writer_failed_groups_total",
