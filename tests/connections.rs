@@ -326,13 +326,19 @@ async fn a_body_that_parses_into_more_than_the_budget_is_refused(engine: Engine)
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", "post,read").await;
     let server = server_with_env(&ledger, &[("TALLY_MAX_BODY_MIB_IN_FLIGHT", "16")]).await;
-    let mut body = String::from(r#"{"usage_record_id":"u1","account":"cust","amount":"1","unit":"USD","x":["#);
+    let mut body =
+        String::from(r#"{"usage_record_id":"u1","account":"cust","amount":"1","unit":"USD","x":["#);
     while body.len() < 1_000_000 {
         body.push_str(r#"{"a":0},"#);
     }
     body.push_str("{}]}");
     let r = server
-        .post_raw("/v1/usage-debits", &key, "application/json", body.into_bytes())
+        .post_raw(
+            "/v1/usage-debits",
+            &key,
+            "application/json",
+            body.into_bytes(),
+        )
         .await;
     assert_eq!(r.status, 413, "{r:?}");
     assert_eq!(r.code(), "payload_too_large");

@@ -137,18 +137,15 @@ async fn a_transient_database_error_is_503_with_retry_after(engine: Engine) {
             assert_eq!(internal_errors(&server, "connection").await, before);
         }
         Engine::Sqlite => {
-            let server = ledger
-                .server_with(&["--request-timeout-ms", "500"])
-                .await;
+            let server = ledger.server_with(&["--request-timeout-ms", "500"]).await;
             let r = server
                 .post("/v1/usage-debits", &key, &debit("u1", "cust", "1"))
                 .await;
             assert_eq!(r.status, 201, "{r:?}");
-            let mut lock = <sqlx::SqliteConnection as sqlx::Connection>::connect(
-                &ledger.database_url,
-            )
-            .await
-            .unwrap();
+            let mut lock =
+                <sqlx::SqliteConnection as sqlx::Connection>::connect(&ledger.database_url)
+                    .await
+                    .unwrap();
             sqlx::raw_sql("BEGIN IMMEDIATE")
                 .execute(&mut lock)
                 .await

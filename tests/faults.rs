@@ -520,11 +520,10 @@ async fn database_faults(engine: &Engine) -> Report {
             // transient fault is a write lock another process holds for a
             // while. (A trigger that aborts the write is a failure a retry
             // cannot cure, answered 500: tests/contract.rs.)
-            let mut other = <sqlx::SqliteConnection as sqlx::Connection>::connect(
-                &ledger.database_url,
-            )
-            .await
-            .unwrap();
+            let mut other =
+                <sqlx::SqliteConnection as sqlx::Connection>::connect(&ledger.database_url)
+                    .await
+                    .unwrap();
             for _ in 0..2 {
                 tokio::time::sleep(Duration::from_millis(150)).await;
                 sqlx::raw_sql("BEGIN IMMEDIATE")

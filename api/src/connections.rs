@@ -72,8 +72,8 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let slots = (limits.max_connections > 0)
-        .then(|| Arc::new(Semaphore::new(limits.max_connections)));
+    let slots =
+        (limits.max_connections > 0).then(|| Arc::new(Semaphore::new(limits.max_connections)));
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -243,7 +243,10 @@ impl AsyncRead for Watched {
             Poll::Pending if !busy => {
                 let (deadline, what) = match this.head_since {
                     Some(t) => (t + this.limits.header_read_timeout, "request head"),
-                    None => (this.waiting_since + this.limits.idle_timeout, "next request"),
+                    None => (
+                        this.waiting_since + this.limits.idle_timeout,
+                        "next request",
+                    ),
                 };
                 if expired(&mut this.read_clock, deadline, cx) {
                     tracing::debug!(waiting_for = what, "closing a stalled connection");

@@ -221,7 +221,9 @@ impl ApiError {
                 "Service unavailable",
                 detail,
             ),
-            ApiError::Ledger(e) if e.is_transient() => ApiError::Unavailable(e.to_string()).problem(),
+            ApiError::Ledger(e) if e.is_transient() => {
+                ApiError::Unavailable(e.to_string()).problem()
+            }
             ApiError::Unavailable(cause) => {
                 tracing::warn!(%cause, "answering 503");
                 Problem::new(

@@ -211,13 +211,13 @@ impl Cause {
     /// the low byte (https://sqlite.org/rescode.html).
     pub fn of_sqlite(code: i32) -> Cause {
         match code & 0xff {
-            5 | 6 => Cause::Lock,        // SQLITE_BUSY, SQLITE_LOCKED
-            10 | 13 => Cause::Storage,   // SQLITE_IOERR, SQLITE_FULL
-            7 => Cause::Resources,       // SQLITE_NOMEM
-            14 => Cause::Connection,     // SQLITE_CANTOPEN
-            19 => Cause::Constraint,     // SQLITE_CONSTRAINT
-            18 | 20 => Cause::Data,      // SQLITE_TOOBIG, SQLITE_MISMATCH
-            11 | 26 => Cause::Corrupt,   // SQLITE_CORRUPT, SQLITE_NOTADB
+            5 | 6 => Cause::Lock,            // SQLITE_BUSY, SQLITE_LOCKED
+            10 | 13 => Cause::Storage,       // SQLITE_IOERR, SQLITE_FULL
+            7 => Cause::Resources,           // SQLITE_NOMEM
+            14 => Cause::Connection,         // SQLITE_CANTOPEN
+            19 => Cause::Constraint,         // SQLITE_CONSTRAINT
+            18 | 20 => Cause::Data,          // SQLITE_TOOBIG, SQLITE_MISMATCH
+            11 | 26 => Cause::Corrupt,       // SQLITE_CORRUPT, SQLITE_NOTADB
             1 | 3 | 8 | 23 => Cause::Schema, // ERROR, PERM, READONLY, AUTH
             _ => Cause::Other,
         }
@@ -277,34 +277,34 @@ mod tests {
     #[test]
     fn sqlite_result_codes_are_classified() {
         let transient = [
-            (5, Cause::Lock),          // SQLITE_BUSY
-            (517, Cause::Lock),        // SQLITE_BUSY_SNAPSHOT
-            (261, Cause::Lock),        // SQLITE_BUSY_RECOVERY
-            (6, Cause::Lock),          // SQLITE_LOCKED
-            (262, Cause::Lock),        // SQLITE_LOCKED_SHAREDCACHE
-            (13, Cause::Storage),      // SQLITE_FULL
-            (10, Cause::Storage),      // SQLITE_IOERR
-            (522, Cause::Storage),     // SQLITE_IOERR_SHORT_READ
-            (7, Cause::Resources),     // SQLITE_NOMEM
-            (14, Cause::Connection),   // SQLITE_CANTOPEN
+            (5, Cause::Lock),        // SQLITE_BUSY
+            (517, Cause::Lock),      // SQLITE_BUSY_SNAPSHOT
+            (261, Cause::Lock),      // SQLITE_BUSY_RECOVERY
+            (6, Cause::Lock),        // SQLITE_LOCKED
+            (262, Cause::Lock),      // SQLITE_LOCKED_SHAREDCACHE
+            (13, Cause::Storage),    // SQLITE_FULL
+            (10, Cause::Storage),    // SQLITE_IOERR
+            (522, Cause::Storage),   // SQLITE_IOERR_SHORT_READ
+            (7, Cause::Resources),   // SQLITE_NOMEM
+            (14, Cause::Connection), // SQLITE_CANTOPEN
         ];
         for (code, cause) in transient {
             assert_eq!(Cause::of_sqlite(code), cause, "{code}");
             assert!(Cause::of_sqlite(code).is_transient(), "{code}");
         }
         let permanent = [
-            (1, Cause::Schema),       // SQLITE_ERROR: no such table, syntax
-            (3, Cause::Schema),       // SQLITE_PERM
-            (8, Cause::Schema),       // SQLITE_READONLY
-            (23, Cause::Schema),      // SQLITE_AUTH
-            (19, Cause::Constraint),  // SQLITE_CONSTRAINT
+            (1, Cause::Schema),        // SQLITE_ERROR: no such table, syntax
+            (3, Cause::Schema),        // SQLITE_PERM
+            (8, Cause::Schema),        // SQLITE_READONLY
+            (23, Cause::Schema),       // SQLITE_AUTH
+            (19, Cause::Constraint),   // SQLITE_CONSTRAINT
             (2067, Cause::Constraint), // SQLITE_CONSTRAINT_UNIQUE
-            (787, Cause::Constraint), // SQLITE_CONSTRAINT_FOREIGNKEY
-            (20, Cause::Data),        // SQLITE_MISMATCH
-            (18, Cause::Data),        // SQLITE_TOOBIG
-            (11, Cause::Corrupt),     // SQLITE_CORRUPT
-            (26, Cause::Corrupt),     // SQLITE_NOTADB
-            (21, Cause::Other),       // SQLITE_MISUSE
+            (787, Cause::Constraint),  // SQLITE_CONSTRAINT_FOREIGNKEY
+            (20, Cause::Data),         // SQLITE_MISMATCH
+            (18, Cause::Data),         // SQLITE_TOOBIG
+            (11, Cause::Corrupt),      // SQLITE_CORRUPT
+            (26, Cause::Corrupt),      // SQLITE_NOTADB
+            (21, Cause::Other),        // SQLITE_MISUSE
         ];
         for (code, cause) in permanent {
             assert_eq!(Cause::of_sqlite(code), cause, "{code}");
