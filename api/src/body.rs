@@ -7,12 +7,60 @@ use serde_json::{Map, Value};
 use tally_ledger::fields::ValidationErrors;
 
 use crate::json_body::Parsed;
+use crate::limits::BodyAllowance;
 use crate::problem::ApiError;
 
 /// Default request body limit (SPEC §3): 1 MiB.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// `POST /v1/batch` carries up to 1,000 operations, so it may be larger.
 pub const MAX_BATCH_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// The body limit of a path: what the router's `DefaultBodyLimit` layers
+/// set, for the body budget of `crate::limits`.
+pub fn body_limit(path: &str) -> usize {
+    if path == "/v1/batch" {
+        MAX_BATCH_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    }
+}
+
+/// Bytes of memory per JSON value (array element or object member) that
+/// parsing into `serde_json::Value` takes at most, measured: 32 for the
+/// `Value`, twice that for a `Vec` grown by doubling, and ~114 per member
+/// of a `BTreeMap` (docs/operations.md, "Memory").
+pub const PARSED_BYTES_PER_VALUE: usize = 128;
+/// Bytes per JSON object beyond its members: a `BTreeMap` leaf node
+/// (measured 697 bytes for `{"a":0}`).
+pub const PARSED_BYTES_PER_OBJECT: usize = 704;
+
+/// An upper bound of the memory `serde_json::from_slice::<Value>` takes for
+/// `bytes` beyond the bytes themselves (strings are copied), found by
+/// counting values and objects outside strings. A byte scan, because no
+/// parser tells the count without building the values first.
+pub fn parse_cost(bytes: &[u8]) -> usize {
+    let (mut values, mut objects) = (1usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b',' => values += 1,
+            b'{' => objects += 1,
+            _ => {}
+        }
+    }
+    bytes.len() + values * PARSED_BYTES_PER_VALUE + objects * PARSED_BYTES_PER_OBJECT
+}
 
 /// A parsed JSON object body: `application/json` (or `…+json`) in UTF-8.
 pub struct JsonObject(pub Map<String, Value>);
@@ -62,6 +110,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
                  (charset=utf-8, or no charset)"
             )));
         }
+        let allowance = req.extensions().get::<BodyAllowance>().cloned();
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::PayloadTooLarge
@@ -69,6 +118,16 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
                 ApiError::MalformedJson(e.body_text())
             }
         })?;
+        // Parsing may take many times the body's size (`parse_cost`): what
+        // the allowance taken before the body was read does not cover is
+        // taken from the body budget first, or the request is refused.
+        if let Some(allowance) = &allowance {
+            let covered = bytes.len() * crate::limits::UPFRONT_PARSE_FACTOR;
+            let more = parse_cost(&bytes).saturating_sub(covered);
+            if more > 0 {
+                allowance.grow(more)?;
+            }
+        }
         match crate::json_body::parse(&bytes) {
             Ok(Parsed {
                 value: Value::Object(map),
@@ -92,6 +151,21 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_cost_counts_values_and_objects_outside_strings() {
+        let base = |len: usize, values: usize, objects: usize| {
+            len + values * PARSED_BYTES_PER_VALUE + objects * PARSED_BYTES_PER_OBJECT
+        };
+        assert_eq!(parse_cost(b"{}"), base(2, 1, 1));
+        assert_eq!(parse_cost(br#"{"a":1,"b":[1,2]}"#), base(17, 3, 1));
+        // Commas, braces and escaped quotes inside strings are text.
+        let text = br#"{"a":"x,{y},\"z,{"}"#;
+        assert_eq!(parse_cost(text), base(text.len(), 1, 1));
+        // Many tiny objects cost far more than their bytes.
+        let tiny = format!("[{}{{}}]", "{},".repeat(1000));
+        assert!(parse_cost(tiny.as_bytes()) > 200 * tiny.len());
+    }
 
     #[test]
     fn only_utf8_charsets_pass() {

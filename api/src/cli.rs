@@ -156,6 +156,28 @@ pub struct LimitArgs {
     #[arg(long, env = "TALLY_MAX_IN_FLIGHT", default_value_t = 1_024,
           value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub max_in_flight: u32,
+    /// Milliseconds a client has to send a whole request head, from its
+    /// connection (or the first byte of its next request); a client that
+    /// sends half its headers, or nothing, is disconnected then.
+    #[arg(long, env = "TALLY_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub header_read_timeout_ms: u64,
+    /// Milliseconds a kept-alive connection may wait for its next request,
+    /// or a client may take no byte of its answer, before it is closed.
+    #[arg(long, env = "TALLY_IDLE_TIMEOUT_MS", default_value_t = 60_000,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub idle_timeout_ms: u64,
+    /// Connections served at once; more wait in the kernel's accept queue,
+    /// unread, until one closes. 0: no cap.
+    #[arg(long, env = "TALLY_MAX_CONNECTIONS", default_value_t = 1_024,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub max_connections: u32,
+    /// MiB of request bodies in flight (received bytes and what parsing
+    /// them takes, see docs/operations.md); a request past it gets 503
+    /// with Retry-After, nothing done. 0: no bound.
+    #[arg(long, env = "TALLY_MAX_BODY_MIB_IN_FLIGHT", default_value_t = 256,
+          value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub max_body_mib_in_flight: u32,
     /// Milliseconds between SIGTERM and closing the listener, during which
     /// /readyz answers 503 while other requests are still served.
     #[arg(long, env = "TALLY_DRAIN_MS", default_value_t = 0,

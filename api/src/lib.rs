@@ -7,6 +7,7 @@ pub mod auth;
 pub mod body;
 pub mod cli;
 pub mod config;
+pub mod connections;
 mod json_body;
 pub mod keys_cli;
 pub mod limits;

@@ -1,5 +1,6 @@
 //! Protection of one `tally serve` process: a token bucket per API key, a
-//! request timeout, a cap on requests in flight, and the shutdown drain that
+//! request timeout, a cap on requests in flight, a bound on the bytes of
+//! request bodies in flight, and the shutdown drain that
 //! `GET /readyz` reports (docs/operations.md, "Configuration";
 //! docs/api-decisions.md, limits).
 
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::problem::ApiError;
 use crate::server::AppState;
@@ -38,6 +39,8 @@ pub struct Limits {
     /// `None`: no cap on requests in flight.
     in_flight: Option<Arc<Semaphore>>,
     max_in_flight: usize,
+    /// `None`: no bound on the bytes of request bodies in flight.
+    body_budget: Option<BodyBudget>,
 }
 
 impl Default for Limits {
@@ -47,15 +50,107 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// `max_in_flight == 0` means no cap.
+    /// `max_in_flight == 0` means no cap. The body budget is the default
+    /// one ([`Limits::with_body_budget`] changes it).
     pub fn new(rate: Option<RateLimiter>, request_timeout: Duration, max_in_flight: usize) -> Self {
         Self {
             rate,
             request_timeout,
             in_flight: (max_in_flight > 0).then(|| Arc::new(Semaphore::new(max_in_flight))),
             max_in_flight,
+            body_budget: BodyBudget::new(DEFAULT_BODY_BUDGET_BYTES),
         }
     }
+
+    /// The same limits with `bytes` of request bodies in flight (0: no bound).
+    pub fn with_body_budget(mut self, bytes: usize) -> Self {
+        self.body_budget = BodyBudget::new(bytes);
+        self
+    }
+}
+
+/// Default of `--max-body-mib-in-flight`: 256 MiB, sized for a 2-core,
+/// 4 GiB host (docs/operations.md, "Memory").
+pub const DEFAULT_BODY_BUDGET_BYTES: usize = 256 * 1024 * 1024;
+/// What a body is taken to cost, per declared byte, before it is read: 2
+/// while it is received (the chunks as they arrive and the contiguous copy
+/// they are collected into) and 2 for parsing it, which covers bodies of
+/// mostly strings (a batch of debits with metadata measured 1.3); a body
+/// that parses into more grows its allowance when it is parsed
+/// ([`crate::body::parse_cost`]).
+pub const UPFRONT_BYTES_FACTOR: usize = 4;
+/// The part of [`UPFRONT_BYTES_FACTOR`] that is for parsing.
+pub const UPFRONT_PARSE_FACTOR: usize = 2;
+/// The budget counts KiB, so that a semaphore's permits reach terabytes.
+const BUDGET_UNIT: usize = 1024;
+
+/// The bytes of request bodies in flight, as a semaphore of KiB.
+#[derive(Debug)]
+struct BodyBudget {
+    units: Arc<Semaphore>,
+    total: usize,
+}
+
+impl BodyBudget {
+    fn new(bytes: usize) -> Option<Self> {
+        let total = (bytes / BUDGET_UNIT).min(Semaphore::MAX_PERMITS);
+        (total > 0).then(|| Self {
+            units: Arc::new(Semaphore::new(total)),
+            total,
+        })
+    }
+}
+
+/// What one request holds of the body budget, in its extensions: taken
+/// for its declared length before it is read, grown by what parsing it
+/// takes ([`crate::body`]), given back when its answer is ready.
+#[derive(Debug, Clone)]
+pub struct BodyAllowance {
+    units: Arc<Semaphore>,
+    total: usize,
+    held: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
+}
+
+impl BodyAllowance {
+    /// Takes `bytes` more of the budget: `BodyBudget` (503) if the budget
+    /// is spent now, `TooCostly` (413) if the request could never fit.
+    pub fn grow(&self, bytes: usize) -> Result<(), ApiError> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let have = held.as_ref().map_or(0, |p| p.num_permits());
+        let more = bytes.div_ceil(BUDGET_UNIT);
+        if have + more > self.total {
+            return Err(ApiError::TooCostly {
+                bytes: (have + more) * BUDGET_UNIT,
+                budget: self.total * BUDGET_UNIT,
+            });
+        }
+        let Ok(more) = u32::try_from(more) else {
+            return Err(ApiError::BodyBudget(self.total * BUDGET_UNIT));
+        };
+        match self.units.clone().try_acquire_many_owned(more) {
+            Ok(permit) => {
+                match held.as_mut() {
+                    Some(h) => h.merge(permit),
+                    None => *held = Some(permit),
+                }
+                Ok(())
+            }
+            Err(_) => Err(ApiError::BodyBudget(self.total * BUDGET_UNIT)),
+        }
+    }
+}
+
+/// The bytes a request's body may take while received: its declared
+/// length (the route's limit if it declares none), never more than the
+/// limit, which refuses longer bodies unread.
+fn declared_body_bytes(request: &Request) -> usize {
+    let limit = crate::body::body_limit(request.uri().path());
+    let hint = axum::body::HttpBody::size_hint(request.body());
+    let declared = hint
+        .exact()
+        .or(hint.upper())
+        .map_or(limit, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    declared.min(limit)
 }
 
 /// A token bucket per API key (by the sha256 of the key, never the key).
@@ -176,7 +271,7 @@ impl Lifecycle {
 }
 
 /// The middleware around every route: sheds requests beyond
-/// `--max-in-flight` (503) and answers 503 to one that runs longer than
+/// `--max-in-flight` or past `--max-body-mib-in-flight` (503) and answers 503 to one that runs longer than
 /// `--request-timeout-ms`. The handler is dropped then; an intent it already
 /// handed to its tenant's writer is still decided (and may be committed), so
 /// the client's retry with the same upstream ID is a replay.
@@ -188,6 +283,26 @@ pub async fn guard(State(app): State<AppState>, request: Request, next: Next) ->
             Ok(permit) => Some(permit),
             Err(_) => return ApiError::Busy(limits.max_in_flight).into_response(),
         },
+        _ => None,
+    };
+    let mut request = request;
+    // Held until the answer is ready: the body, parsed or not, is gone then.
+    let _allowance = match (&limits.body_budget, probe) {
+        (Some(budget), false) => {
+            let allowance = BodyAllowance {
+                units: budget.units.clone(),
+                total: budget.total,
+                held: Arc::default(),
+            };
+            let bytes = declared_body_bytes(&request) * UPFRONT_BYTES_FACTOR;
+            if bytes > 0 {
+                if let Err(e) = allowance.grow(bytes) {
+                    return e.into_response();
+                }
+            }
+            request.extensions_mut().insert(allowance.clone());
+            Some(allowance)
+        }
         _ => None,
     };
     match tokio::time::timeout(limits.request_timeout, next.run(request)).await {

@@ -9,6 +9,7 @@ use tally_api::audit_cli;
 use tally_api::cli::{
     Cli, Command, KeysCommand, ProjectionsCommand, ServeArgs, SigningArgs, SigningKeyCommand,
 };
+use tally_api::connections::ConnectionLimits;
 use tally_api::keys_cli::{self, KeysFailure, RevokeTarget};
 use tally_api::limits::{Lifecycle, Limits, RateLimiter};
 use tally_api::server::{serve, AppState};
@@ -230,14 +231,20 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             ),
             Duration::from_millis(args.limits.request_timeout_ms),
             args.limits.max_in_flight as usize,
-        ),
+        )
+        .with_body_budget(args.limits.max_body_mib_in_flight as usize * 1024 * 1024),
         Lifecycle::new(Duration::from_millis(args.limits.drain_ms)),
     );
     tokio::spawn(run_hold_expiry(
         state.writers.clone(),
         std::time::Duration::from_millis(args.hold_sweep_ms),
     ));
-    serve(listener, state, shutdown_signal()).await?;
+    let connections = ConnectionLimits {
+        header_read_timeout: Duration::from_millis(args.limits.header_read_timeout_ms),
+        idle_timeout: Duration::from_millis(args.limits.idle_timeout_ms),
+        max_connections: args.limits.max_connections as usize,
+    };
+    serve(listener, state, connections, shutdown_signal()).await?;
     tracing::info!("tally stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -144,6 +144,8 @@ pub struct Metrics {
     rejections: CounterFamily,
     /// code.
     refusals: CounterFamily,
+    /// cause class of a 500.
+    internal_errors: CounterFamily,
 }
 
 impl Default for Metrics {
@@ -155,6 +157,7 @@ impl Default for Metrics {
             conflicts: AtomicU64::new(0),
             rejections: CounterFamily::default(),
             refusals: CounterFamily::default(),
+            internal_errors: CounterFamily::default(),
         }
     }
 }
@@ -231,6 +234,12 @@ impl Metrics {
             Outcome::Rejected => self.rejections.inc(&[code()]),
             Outcome::Refused => self.refusals.inc(&[code()]),
         }
+    }
+
+    /// One 500 answered, by its fixed cause class (`schema`, `constraint`,
+    /// `data`, `corrupt`, `other`, `internal`, `io`, …).
+    pub fn observe_internal_error(&self, cause: &'static str) {
+        self.internal_errors.inc(&[cause]);
     }
 
     /// The whole exposition: these counters and the ledger's observations.
@@ -329,6 +338,18 @@ impl Metrics {
         for (labels, value) in self.refusals.snapshot() {
             out.sample("tally_refusals_total", &zip(&["code"], &labels), value);
         }
+        out.family(
+            "tally_internal_errors_total",
+            "counter",
+            "500 internal answers (a failure a retry cannot cure: the cause is logged with the request ID), by cause class.",
+        );
+        for (labels, value) in self.internal_errors.snapshot() {
+            out.sample(
+                "tally_internal_errors_total",
+                &zip(&["cause"], &labels),
+                value,
+            );
+        }
 
         let writers = &app.writers;
         let stats = writers.stats();
@@ -357,7 +378,7 @@ impl Metrics {
         out.family(
             "tally_writer_failed_groups_total",
             "counter",
-            "Group transactions that failed after their retry: nothing committed, every caller got 503.",
+            "Group transactions that failed after their retry: nothing committed, every caller got 503 (500 if the failure was not transient).",
         );
         out.sample(
             "tally_writer_failed_groups_total",

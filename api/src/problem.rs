@@ -45,6 +45,14 @@ pub enum ApiError {
     /// More requests in flight than `--max-in-flight`; nothing was done.
     #[error("the server is at its limit of {0} requests in flight")]
     Busy(usize),
+    /// The request bodies in flight would take more than
+    /// `--max-body-mib-in-flight` (bytes); nothing was done.
+    #[error("the server is at its limit of {} MiB of request bodies in flight", .0 / (1024 * 1024))]
+    BodyBudget(usize),
+    /// This one body would take more than the whole body budget: it can
+    /// never be served by this server.
+    #[error("receiving and parsing this body would take {} KiB, more than the server's limit of {} KiB of request bodies in flight", .bytes / 1024, .budget / 1024)]
+    TooCostly { bytes: usize, budget: usize },
     /// The request ran longer than `--request-timeout-ms`.
     #[error("the request took longer than {} ms", .0.as_millis())]
     TimedOut(std::time::Duration),
@@ -68,9 +76,11 @@ impl From<LedgerError> for ApiError {
             LedgerError::NotFound => ApiError::NotFound,
             LedgerError::Overloaded => ApiError::RateLimited,
             LedgerError::Unavailable(m) => ApiError::Unavailable(m),
-            LedgerError::Database(e) => ApiError::Unavailable(e.to_string()),
-            LedgerError::Migration(e) => ApiError::Unavailable(e.to_string()),
-            other => ApiError::Internal(other.to_string()),
+            // Only a failure that goes away by itself is 503 + Retry-After:
+            // a correct client retries that for ever. Anything else is a
+            // 500 whose cause is logged and counted (see `problem`).
+            e if e.is_transient() => ApiError::Unavailable(e.to_string()),
+            other => ApiError::Ledger(other),
         }
     }
 }
@@ -193,6 +203,18 @@ impl ApiError {
                 "Service unavailable",
                 format!("{detail}; nothing was done, retry the same request"),
             ),
+            ApiError::BodyBudget(_) => Problem::new(
+                S::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+                format!("{detail}; nothing was done, retry the same request"),
+            ),
+            ApiError::TooCostly { .. } => Problem::new(
+                S::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "Payload too large",
+                detail,
+            ),
             ApiError::TimedOut(_) => Problem::new(
                 S::SERVICE_UNAVAILABLE,
                 "unavailable",
@@ -208,6 +230,9 @@ impl ApiError {
                 "Service unavailable",
                 detail,
             ),
+            ApiError::Ledger(e) if e.is_transient() => {
+                ApiError::Unavailable(e.to_string()).problem()
+            }
             ApiError::Unavailable(cause) => {
                 tracing::warn!(%cause, "answering 503");
                 Problem::new(
@@ -219,7 +244,11 @@ impl ApiError {
                 )
             }
             ApiError::Internal(_) | ApiError::Io(_) | ApiError::Ledger(_) => {
-                tracing::error!(error = %detail, "internal error");
+                // Logged inside the request's span (its request ID); the
+                // detail is the error alone, never a header or the body.
+                let cause = self.cause_label();
+                tracing::error!(cause, error = %detail, "internal error");
+                crate::metrics::global().observe_internal_error(cause);
                 Problem::new(
                     S::INTERNAL_SERVER_ERROR,
                     "internal",
@@ -227,6 +256,15 @@ impl ApiError {
                     "an internal error occurred".into(),
                 )
             }
+        }
+    }
+
+    /// The cause class of a 500, for logs and `tally_internal_errors_total`.
+    fn cause_label(&self) -> &'static str {
+        match self {
+            ApiError::Ledger(e) => e.cause().label(),
+            ApiError::Io(_) => "io",
+            _ => "internal",
         }
     }
 

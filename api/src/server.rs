@@ -16,6 +16,7 @@ use utoipa_axum::routes;
 
 use crate::auth::KeyCache;
 use crate::body::{MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
+use crate::connections::ConnectionLimits;
 use crate::limits::{Lifecycle, Limits};
 use crate::problem::ApiError;
 use crate::routes::{
@@ -151,9 +152,11 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Serves until `shutdown` resolves, then finishes in-flight requests.
+/// `connections` caps and times out the connections themselves.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
+    connections: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
     // On the signal /readyz turns 503 first; the listener stays open for
@@ -171,8 +174,6 @@ pub async fn serve(
             tokio::time::sleep(lifecycle.drain).await;
         }
     };
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    crate::connections::serve(listener, router(state), connections, shutdown).await;
     Ok(())
 }

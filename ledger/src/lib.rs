@@ -39,4 +39,4 @@ pub mod writer;
 #[cfg(test)]
 mod test_databases;
 
-pub use error::LedgerError;
+pub use error::{Cause, LedgerError};

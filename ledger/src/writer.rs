@@ -735,9 +735,16 @@ fn joined(
     written: Result<Result<(), LedgerError>, tokio::task::JoinError>,
 ) -> Result<(), LedgerError> {
     written.unwrap_or_else(|e| {
-        Err(LedgerError::Unavailable(format!(
-            "a group write stopped: {e}"
-        )))
+        let message = format!("a group write stopped: {e}");
+        // A panic is a bug, which the same request would hit again.
+        Err(if e.is_panic() {
+            LedgerError::Permanent {
+                cause: crate::Cause::Other,
+                message,
+            }
+        } else {
+            LedgerError::Unavailable(message)
+        })
     })
 }
 
@@ -1074,7 +1081,7 @@ impl Finished<'_> {
             Ok(decisions) => answers.answer_the_rest(decisions),
             Err(e) => {
                 tracing::warn!(tenant = %self.tenant, group = size, error = %e, "group failed, nothing committed");
-                answers.fail_the_rest(&e.to_string());
+                answers.fail_the_rest(&e);
             }
         }
     }
@@ -1186,10 +1193,11 @@ impl Answers {
     }
 
     /// The group failed: every job not answered yet gets the error (the
-    /// early ones were replays of committed entries, true whatever failed).
-    fn fail_the_rest(self, message: &str) {
+    /// early ones were replays of committed entries, true whatever failed),
+    /// transient or permanent as it was.
+    fn fail_the_rest(self, error: &LedgerError) {
         for reply in self.replies.into_iter().flatten() {
-            let _ = reply.send(Err(LedgerError::Unavailable(message.to_owned())));
+            let _ = reply.send(Err(error.shared()));
         }
     }
 }
