@@ -429,6 +429,27 @@ fn instant(entry: &Value, field: &str) -> Option<DateTime<Utc>> {
 /// Ok(true) when only the refusal of a counter account by policy explains
 /// the answer (a 422 that names `counter_account`, whatever its code).
 fn match_refusal(alts: &[Alt], a: &Answer, code: &str) -> Result<bool, String> {
+    let policy_allowed = alts.iter().any(|x| {
+        matches!(
+            x,
+            Alt::Refuse {
+                counter: Some(_),
+                ..
+            }
+        )
+    });
+    // A 422 that names `counter_account` as its invalid field is the
+    // policy's answer even where a rule could also refuse (a total past 28
+    // digits): taking it as the rule's would learn that the server accepts
+    // the counter account, and fail its next refusal.
+    let refuses_counter = a.status == 422
+        && code == "invalid_request"
+        && a.body["errors"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e["field"] == "counter_account"));
+    if policy_allowed && refuses_counter {
+        return Ok(true);
+    }
     let by_rule = alts.iter().any(|x| {
         matches!(x, Alt::Refuse { status, code: c, counter: None }
             if *status == a.status && c.is_none_or(|c| c == code))
