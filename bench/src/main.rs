@@ -543,7 +543,7 @@ async fn bench_engine(args: &Args, engine: &str, tally: &PathBuf) -> anyhow::Res
     // Against all new measured around the scenario, not the single @64
     // line: that one runs minutes earlier, on a ledger ~1,000,000 entries
     // smaller, and drift between the two moved these ratios by 12–17 % in
-    // its first full run (see docs/performance-history.md, session 16). The earlier line's
+    // a full run (see docs/performance-history.md). The earlier line's
     // ratio is printed after each, for comparison.
     let alongside =
         |key: &str| idx(key).and_then(|i| lines[i].alongside.as_ref().map(Stats::rows_per_sec));

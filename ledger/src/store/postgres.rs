@@ -120,7 +120,7 @@ fn range_branch<'a>(
 /// path costs enough to be compiled; the log-wide aggregates of `tally
 /// projections rebuild` and `tally verify` do, and there every process of a
 /// parallel plan compiled its expressions for ~100 ms of a ~1 s scan, more
-/// than the compiled code saved (docs/performance-history.md, "Session 8").
+/// than the compiled code saved (docs/performance-history.md).
 fn connect_options(url: &str) -> Result<PgConnectOptions, LedgerError> {
     let options = PgConnectOptions::from_str(url)?;
     if options.get_options().is_some_and(|o| o.contains("jit")) {
@@ -511,8 +511,8 @@ impl PostgresStore {
         // range's aggregate adds up both sides at once (two grouping sets,
         // hashed side by side over one scan). Two per-side aggregates read
         // the whole heap twice; measured on 1,000,000 entries in psql, two
-        // connections: 0.85-0.99 s against 0.96-1.13 s (docs/performance-history.md,
-        // "Session 9"). Entries up to the locked head are committed, so they
+        // connections: 0.85-0.99 s against 0.96-1.13 s (docs/performance-history.md).
+        // Entries up to the locked head are committed, so they
         // lie in blocks that exist now; the last range is open all the same.
         let blocks: i64 = sqlx::query_scalar(
             "SELECT pg_relation_size('entries') / current_setting('block_size')::int8",

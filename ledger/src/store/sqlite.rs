@@ -79,7 +79,7 @@ const WAL_PASSES_BEFORE_TURN: usize = 8;
 /// randomly-hit key index. Larger is not better: at each commit SQLite
 /// walks the cache's hash table (`pcache1TruncateUnsafe`, 5 % of the
 /// server's CPU at 64 MiB), which small groups pay in full. Measured
-/// (docs/performance-history.md, "Session 10"), 100,000 entries, two runs each,
+/// (docs/performance-history.md), 100,000 entries, two runs each,
 /// single POSTs @64 / batches of 1,000 in rows/s: 2 MB (SQLite's default)
 /// 5,669 5,498 / 11,267 12,200; 16 MiB 5,103 5,019 / 14,119 14,996;
 /// 64 MiB 4,535 4,279 / 14,465 11,869; on 1,000,000 entries 16 MiB beat
@@ -220,7 +220,7 @@ pub struct SqliteStore {
     /// whenever another connection has written: with groups spread over the
     /// whole pool, every group started on a cold cache and read its index
     /// pages again from the WAL (pread) or the map, allocating and freeing
-    /// every page buffer (docs/performance-history.md, "Session 10").
+    /// every page buffer (docs/performance-history.md).
     pub(crate) write_pool: SqlitePool,
     /// Taken before `BEGIN IMMEDIATE` by every write transaction of this
     /// process (groups, the usage projector). SQLite has one write lock,
@@ -857,12 +857,12 @@ async fn checkpoint_wal(
 /// [`WAL_RESTART_WAIT`]) for readers of the old frames to finish. The next
 /// group then writes from the start of the file, which keeps its size.
 ///
-/// Until session 18 the round ran a TRUNCATE checkpoint right after one
-/// PASSIVE pass: it held every writer back while it copied the frames
+/// Not a TRUNCATE checkpoint right after one PASSIVE pass, which was tried:
+/// it held every writer back while it copied the frames
 /// appended during that pass and emptied the file, 0.53–0.64 s every ~9 s
 /// under a flood of batches. Now the writes wait 7–135 ms (the last copy
 /// ends with an fsync of the database, slow right after the passes)
-/// (docs/performance-history.md, "Session 18").
+/// (docs/performance-history.md).
 async fn checkpoint_once(
     conn: &mut SqliteConnection,
     write_gate: &tokio::sync::Mutex<()>,

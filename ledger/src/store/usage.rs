@@ -153,7 +153,7 @@ const SQLITE_USAGE_WINDOW_SQL: &str = concat!(
 /// carry usage columns as [`PackedUsageColumns`], the others (reversals, and
 /// usage debits stored without columns) as [`PackedUsageRow`]. Taking four
 /// values out of each entry's params JSON was most of SQLite's work in a
-/// usage rebuild (docs/performance-history.md, "Session 9").
+/// usage rebuild (docs/performance-history.md).
 const SQLITE_USAGE_COLUMNS_WINDOW_SQL: &str = concat!(
     "SELECT json_group_array(json_array(account, usage_meter, usage_day, unit, amount, \
      usage_quantity)) FILTER (WHERE kind = 'usage_debit' AND usage_day IS NOT NULL), \
@@ -327,7 +327,7 @@ enum UsageRows {
 /// PostgreSQL adds up, per usage key, the posted usage debits with seq in
 /// `(after, upto]` that carry usage columns (`crate::usage::UsageColumns`):
 /// one parallel aggregate with exact NUMERIC sums instead of a million rows
-/// of params sent to Rust and parsed there (docs/performance-history.md, "Session 7").
+/// of params sent to Rust and parsed there (docs/performance-history.md).
 async fn sum_usage_columns(
     pool: &sqlx::PgPool,
     tenant: &str,
