@@ -80,10 +80,13 @@ fn rule_entries_sql(columns: &str, placeholder: &str, order: &str) -> String {
     )
 }
 
+/// Deletes the extra rows and returns, with what was done, the rows to
+/// write (missing or different): the caller upserts them with the same
+/// statement its groups write rule state with.
 pub(super) async fn rebuild_sqlite(
     conn: &mut SqliteConnection,
     tenant: &str,
-) -> Result<RulesRebuilt, LedgerError> {
+) -> Result<(RulesRebuilt, Vec<StateRow>), LedgerError> {
     let mut fold = RuleFold::new();
     let mut entries = 0u64;
     let sql = rule_entries_sql(super::sqlite::ENTRY_COLUMNS, "?", "+seq");
@@ -116,29 +119,13 @@ pub(super) async fn rebuild_sqlite(
         q.push(")");
         q.build().execute(&mut *conn).await?;
     }
-    for chunk in writes.chunks(ROWS_PER_STATEMENT) {
-        let mut q = QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) ",
-        );
-        q.push_values(chunk, |mut b, r| {
-            b.push_bind(tenant)
-                .push_bind(r.kind)
-                .push_bind(&r.key)
-                .push_bind(&r.value)
-                .push_bind(&r.expires_at);
-        });
-        q.push(
-            " ON CONFLICT (tenant_id, kind, key) DO UPDATE SET \
-             value = excluded.value, expires_at = excluded.expires_at",
-        );
-        q.build().execute(&mut *conn).await?;
-    }
-    Ok(RulesRebuilt {
+    let rebuilt = RulesRebuilt {
         entries,
         records: fold.records.len(),
         written: writes.len(),
         removed: removes.len(),
-    })
+    };
+    Ok((rebuilt, writes))
 }
 
 pub(super) async fn rebuild_pg(

@@ -729,7 +729,8 @@ impl SqliteStore {
             .bind(tenant)
             .execute(&mut *group.tx)
             .await?;
-        let rebuilt = super::rules::rebuild_sqlite(&mut group.tx, tenant).await?;
+        let (rebuilt, writes) = super::rules::rebuild_sqlite(&mut group.tx, tenant).await?;
+        group.write_records(tenant, &writes).await?;
         group.commit().await?;
         Ok(rebuilt)
     }
