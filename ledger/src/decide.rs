@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
-use tally_projections::{total, AccountBalance, BalanceProjection};
+use crate::balance::{total, AccountBalance, BalanceProjection};
 
 use crate::amount::canonical;
 use crate::chain::{entry_hash, Head};

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use rust_decimal::Decimal;
-use tally_projections::{BalanceProjection, Posting};
+use crate::balance::{BalanceProjection, Posting};
 
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::intent::EntryKind;
@@ -41,7 +41,7 @@ pub struct LogFold {
     pub open_holds: HashMap<String, OpenHold>,
 }
 
-fn corrupt_overflow(o: tally_projections::BalanceOverflow) -> LedgerError {
+fn corrupt_overflow(o: crate::balance::BalanceOverflow) -> LedgerError {
     LedgerError::Corrupt(format!(
         "a total of {} leaves the amount domain (28 significant digits, 18 fractional)",
         o.account

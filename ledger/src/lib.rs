@@ -12,6 +12,7 @@
 pub mod amount;
 pub mod audit;
 pub mod balance;
+pub mod balance_read;
 pub mod chain;
 pub mod decide;
 pub mod entry;

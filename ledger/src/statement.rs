@@ -25,9 +25,9 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, TimeDelta, Utc};
 use rust_decimal::Decimal;
 use serde::Serialize;
-use tally_projections::AccountBalance;
+use crate::balance::AccountBalance;
 
-use crate::balance::{pick_row, BalanceView};
+use crate::balance_read::{pick_row, BalanceView};
 use crate::entry::{format_recorded_at, EntryStatus, EntryView, StoredEntry};
 use crate::fields::ValidationErrors;
 use crate::fold::{moves_money, OpenHold};

@@ -1,7 +1,7 @@
-//! [`WideDecimal`]: exact sums of any size (defined in tally-projections,
-//! whose rebuild sums need it too).
+//! [`WideDecimal`]: exact sums of any size (defined beside the balance
+//! arithmetic, [`crate::balance::wide`], whose sums need it too).
 
-pub use tally_projections::wide::WideDecimal;
+pub use crate::balance::wide::WideDecimal;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
@@ -23,7 +23,7 @@ mod tests {
 
     #[test]
     fn the_domains_of_amounts_and_totals_are_one() {
-        use tally_projections::total;
+        use crate::balance::total;
         assert_eq!(total::MAX_FRACTIONAL_DIGITS, AMOUNT_FRACTIONAL_DIGITS);
         assert_eq!(
             total::MAX_SIGNIFICANT_DIGITS as usize,

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tally_ledger::balance::{read_balance, BalanceView};
+use tally_ledger::balance_read::{read_balance, BalanceView};
 use tally_ledger::decide::Decision;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use sqlx::{ColumnIndex, Decode, Row, Type};
-use tally_projections::{AccountBalance, BalanceProjection};
+use crate::balance::{AccountBalance, BalanceProjection};
 
 use crate::amount::parse_exact;
 #[cfg(test)]
@@ -195,7 +195,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use tally_projections::Side;
+    use crate::balance::Side;
 
     fn dec(s: &str) -> Decimal {
         s.parse().unwrap()

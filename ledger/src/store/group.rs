@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use tally_projections::AccountBalance;
+use crate::balance::AccountBalance;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

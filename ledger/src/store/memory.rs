@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use tally_projections::AccountBalance;
+use crate::balance::AccountBalance;
 
 use crate::chain::Head;
 use crate::state::{StateKey, StateValue};

@@ -17,7 +17,7 @@ mod usage;
 
 use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Row, Type};
-use tally_projections::BalanceProjection;
+use crate::balance::BalanceProjection;
 
 use crate::chain::Head;
 use crate::decide::Decision;
@@ -95,7 +95,7 @@ pub struct AccountRange<'a> {
 #[derive(Debug, Clone)]
 pub struct BalanceRow {
     pub unit: String,
-    pub balance: tally_projections::AccountBalance,
+    pub balance: crate::balance::AccountBalance,
 }
 
 /// The use of the connection pool at one moment ([`Storage::pool_stats`]).
@@ -648,9 +648,9 @@ pub(crate) fn split_range(after: i64, upto: i64) -> Vec<(i64, i64)> {
 /// into `into` (whose debits and credits are still zero).
 pub(crate) fn merge_postings(
     into: &mut BalanceProjection,
-    parts: Vec<tally_projections::PostingSums>,
+    parts: Vec<crate::balance::PostingSums>,
 ) -> Result<(), LedgerError> {
-    let mut sums = tally_projections::PostingSums::new();
+    let mut sums = crate::balance::PostingSums::new();
     for part in parts {
         sums.merge(part);
     }
@@ -802,7 +802,7 @@ where
 /// both engines deliver as exact decimal text.
 pub(crate) fn decode_balance<'r, R>(
     row: &'r R,
-) -> Result<tally_projections::AccountBalance, LedgerError>
+) -> Result<crate::balance::AccountBalance, LedgerError>
 where
     R: Row,
     &'static str: ColumnIndex<R>,
@@ -811,7 +811,7 @@ where
     let amount = |c: &'static str| -> Result<rust_decimal::Decimal, LedgerError> {
         parse_total(&row.try_get::<String, _>(c)?, c)
     };
-    Ok(tally_projections::AccountBalance {
+    Ok(crate::balance::AccountBalance {
         debits: amount("debits")?,
         credits: amount("credits")?,
         held: amount("held")?,

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row, Transaction};
-use tally_projections::{AccountBalance, BalanceProjection, PostingSums, Side};
+use crate::balance::{AccountBalance, BalanceProjection, PostingSums, Side};
 
 use super::changes::{balance_changes, StoredBalance};
 use super::group::{head_moved, GroupTransaction, GroupWrite};
@@ -543,7 +543,7 @@ impl PostgresStore {
                         } else {
                             (r.try_get(1)?, Side::Credit)
                         };
-                        // A part's sum may pass 28 digits (tally_projections::PostingSums).
+                        // A part's sum may pass 28 digits (crate::balance::PostingSums).
                         let text: &str = r.try_get(3)?;
                         let total = WideDecimal::parse(text).ok_or_else(|| {
                             LedgerError::Corrupt(format!("sum of amounts {text:?}"))

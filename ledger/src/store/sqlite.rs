@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSynchronous};
 use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
-use tally_projections::{AccountBalance, BalanceProjection, PostingSums, Side};
+use crate::balance::{AccountBalance, BalanceProjection, PostingSums, Side};
 
 use super::changes::{balance_changes, StoredBalance};
 use super::group::{head_moved, GroupTransaction, GroupWrite};

@@ -1,7 +1,7 @@
 use hashbrown::HashMap;
 use rust_decimal::Decimal;
 
-use crate::total;
+use super::total;
 
 /// The running totals of one account in one unit.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -16,7 +16,7 @@ impl AccountBalance {
     ///
     /// Exact for every balance the ledger stores or folds: their totals,
     /// `posted` and `available` included, stay inside the amount domain
-    /// ([`crate::total`]), which a `Decimal` subtraction never rounds. (A
+    /// ([`super::total`]), which a `Decimal` subtraction never rounds. (A
     /// total stored before that rule may lie outside; the subtraction then
     /// saturates rather than panics.)
     pub fn posted(&self) -> Decimal {
@@ -67,7 +67,7 @@ pub enum Side {
     Credit,
 }
 
-/// A total of `account` would leave the amount domain ([`crate::total`]).
+/// A total of `account` would leave the amount domain ([`super::total`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BalanceOverflow {
     pub account: String,
@@ -105,7 +105,7 @@ impl BalanceProjection {
             .and_then(|accounts| accounts.get(account))
     }
 
-    /// Applies one posting, adding exactly ([`crate::total::add`]). When a
+    /// Applies one posting, adding exactly ([`super::total::add`]). When a
     /// total would leave the amount domain nothing is changed.
     pub fn apply(&mut self, posting: &Posting<'_>) -> Result<(), BalanceOverflow> {
         let debited = total::add(

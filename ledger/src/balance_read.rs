@@ -1,7 +1,7 @@
 //! Reading a balance, now or as of a past seq.
 
 use serde::Serialize;
-use tally_projections::AccountBalance;
+use crate::balance::AccountBalance;
 
 use crate::amount::canonical;
 use crate::fields::ValidationErrors;

@@ -11,8 +11,8 @@
 
 use hashbrown::HashMap;
 
-use crate::balance::{BalanceOverflow, BalanceProjection, Side};
-use crate::wide::WideDecimal;
+use super::account::{BalanceOverflow, BalanceProjection, Side};
+use super::wide::WideDecimal;
 
 /// Debits and credits per unit and account over some entries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Exact sums of any size, for the aggregates the writer does not decide.
 //!
-//! A stored total stays inside the amount domain ([`crate::total`]),
+//! A stored total stays inside the amount domain ([`super::total`]),
 //! but a usage summary adds up many quantities (a day of 28-digit token
 //! counts), and a statement's movements or a rebuild's partial sums add up
 //! subsets of an account's entries that are not prefixes of the log: these
@@ -12,7 +12,7 @@
 use std::fmt;
 use std::ops::{Add, AddAssign, Neg, Sub};
 
-use crate::total::{self, MAX_FRACTIONAL_DIGITS};
+use super::total::{self, MAX_FRACTIONAL_DIGITS};
 use num_bigint::BigInt;
 use rust_decimal::Decimal;
 
