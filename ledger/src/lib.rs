@@ -12,7 +12,6 @@
 pub mod amount;
 pub mod audit;
 pub mod balance;
-pub mod balance_read;
 pub mod chain;
 pub mod decide;
 pub mod entry;
@@ -29,10 +28,8 @@ pub mod names;
 pub mod recent;
 pub mod rule_fold;
 pub mod state;
-pub mod statement;
 pub mod stats;
 pub mod store;
-pub mod usage;
 pub mod verify;
 pub mod wide;
 pub mod writer;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::amount::canonical;
+use crate::balance::BalanceProjection;
 use crate::chain::{entry_hash, Head, GENESIS_HASH};
 use crate::entry::StoredEntry;
 use crate::fingerprint::Fingerprint;
@@ -157,18 +158,29 @@ impl std::fmt::Display for Broken {
     }
 }
 
-/// Verifies one tenant: gap-free seq, every fingerprint and hash, every
-/// `balance_after`, the head; then every piece of derived state the writer
-/// trusts against a fresh fold of the log: the stored balances (held
-/// included) and the rule state (account settings, holds, refunded totals,
-/// reversals). A problem in the log is reported alone (the fold stops
-/// there); every difference of derived state is reported.
+/// What [`verify_log`] found in a log that holds together.
+#[derive(Debug, Clone)]
+pub struct VerifiedLog {
+    pub report: TenantReport,
+    /// The balances the log folds to, for the check of the stored ones
+    /// (tally-projections).
+    pub balances: BalanceProjection,
+    /// Every difference between the stored rule state and the log's.
+    pub rule_problems: Vec<Broken>,
+}
+
+/// Verifies one tenant's log: gap-free seq, every fingerprint and hash,
+/// every `balance_after`, the head; then the rule state the writer decides
+/// by (account settings, holds, refunded totals, reversals) against a
+/// fresh fold of the log. A problem in the log is reported alone (the fold
+/// stops there); every difference of rule state is reported. The stored
+/// balances are checked against [`VerifiedLog::balances`] by the caller.
 /// `progress` is told how many entries have been checked so far.
-pub async fn verify_tenant(
+pub async fn verify_log(
     storage: &Storage,
     tenant: &str,
     mut progress: impl FnMut(i64),
-) -> Result<Result<TenantReport, Vec<Broken>>, LedgerError> {
+) -> Result<Result<VerifiedLog, Vec<Broken>>, LedgerError> {
     let broken = |seq: Option<i64>, problem: String| Broken {
         tenant: tenant.to_owned(),
         seq,
@@ -245,148 +257,53 @@ pub async fn verify_tenant(
             ),
         )]));
     }
-    let mut problems = Vec::new();
-    let fold = &log.balances;
-    // A stored row that does not read is a difference too; the other
-    // checks go on.
-    match storage.stored_balances(tenant).await {
-        Err(LedgerError::Corrupt(problem)) => problems.push(broken(
-            None,
-            format!("stored balances do not read: {problem}"),
-        )),
-        Err(e) => return Err(e),
-        Ok(stored) => {
-            for (account, unit, folded) in fold.iter() {
-                match stored.get(account, unit) {
-                    Some(s) if s == folded => {}
-                    Some(s) => problems.push(broken(
-                        None,
-                        format!(
-                            "stored balance of {account} ({unit}) is posted {} held {} but the log folds to posted {} held {}",
-                            canonical(s.posted()),
-                            canonical(s.held),
-                            canonical(folded.posted()),
-                            canonical(folded.held)
-                        ),
-                    )),
-                    None => problems.push(broken(
-                        None,
-                        format!(
-                            "no stored balance for {account} ({unit}); the log folds to posted {} held {}",
-                            canonical(folded.posted()),
-                            canonical(folded.held)
-                        ),
-                    )),
-                }
-            }
-            for (account, unit, _) in stored.iter().filter(|(a, u, _)| fold.get(a, u).is_none()) {
-                problems.push(broken(
-                    None,
-                    format!("stored balance of {account} ({unit}) has no entries in the log"),
-                ));
-            }
-        }
-    }
     // The rule state the writer decides by must be exactly the log's.
     let stored = storage.rule_state_rows(tenant).await?;
-    for difference in crate::rule_fold::compare(&rules, &stored) {
-        problems.push(broken(None, difference.to_string()));
+    let rule_problems = crate::rule_fold::compare(&rules, &stored)
+        .into_iter()
+        .map(|difference| broken(None, difference.to_string()))
+        .collect();
+    Ok(Ok(VerifiedLog {
+        report: TenantReport {
+            tenant: tenant.to_owned(),
+            entries: prev.seq,
+            balances: log.balances.len(),
+            records: rules.records.len(),
+            head,
+        },
+        balances: log.balances,
+        rule_problems,
+    }))
+}
+
+/// [`verify_log`], and the stored balances equal to the log's fold: what
+/// `tally verify` checks of a tenant, for the tests of the writer.
+#[cfg(test)]
+pub(crate) async fn verify_tenant(
+    storage: &Storage,
+    tenant: &str,
+    progress: impl FnMut(i64),
+) -> Result<Result<TenantReport, Vec<Broken>>, LedgerError> {
+    let verified = match verify_log(storage, tenant, progress).await? {
+        Ok(v) => v,
+        Err(broken) => return Ok(Err(broken)),
+    };
+    let mut problems = verified.rule_problems;
+    let stored = storage.stored_balances(tenant).await?;
+    let differs = stored.len() != verified.balances.len()
+        || verified
+            .balances
+            .iter()
+            .any(|(account, unit, b)| stored.get(account, unit) != Some(b));
+    if differs {
+        problems.push(Broken {
+            tenant: tenant.to_owned(),
+            seq: None,
+            problem: "stored balances differ from the log's fold".to_owned(),
+        });
     }
     if !problems.is_empty() {
         return Ok(Err(problems));
     }
-    Ok(Ok(TenantReport {
-        tenant: tenant.to_owned(),
-        entries: prev.seq,
-        balances: fold.len(),
-        records: rules.records.len(),
-        head,
-    }))
-}
-
-/// What the usage check found for one tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageReport {
-    /// The projector's checkpoint: the rows hold the log up to this seq.
-    pub checkpoint: i64,
-    pub rows: usize,
-}
-
-/// Compares the stored usage summaries of `tenant` with a fresh fold of its
-/// log up to the stored checkpoint (rows and checkpoint read from one
-/// snapshot, so a projector running meanwhile does not disturb the check).
-pub async fn verify_usage(
-    storage: &Storage,
-    tenant: &str,
-) -> Result<Result<UsageReport, Broken>, LedgerError> {
-    let broken = |problem: String| {
-        Ok(Err(Broken {
-            tenant: tenant.to_owned(),
-            seq: None,
-            problem,
-        }))
-    };
-    let (stored, checkpoint) = match storage.stored_usage(tenant).await {
-        Err(LedgerError::Corrupt(problem)) => {
-            return broken(format!("stored usage summaries do not read: {problem}"))
-        }
-        other => other?,
-    };
-    let head = storage.head(tenant).await?;
-    if checkpoint > head.seq {
-        return broken(format!(
-            "usage checkpoint is seq {checkpoint} but the log ends at seq {}",
-            head.seq
-        ));
-    }
-    let fold = match storage.fold_usage(tenant, checkpoint).await {
-        Err(LedgerError::Corrupt(problem)) => return broken(problem),
-        other => other?,
-    };
-    let describe = |k: &crate::usage::UsageKey| {
-        format!(
-            "usage of {} (meter {:?}, {}, {})",
-            k.account,
-            k.meter,
-            k.day.format(crate::usage::DAY_FORMAT),
-            k.unit
-        )
-    };
-    let show = |t: &crate::usage::UsageTotals| {
-        format!(
-            "quantity {}, amount {}, {} entries",
-            t.quantity, t.amount, t.entries
-        )
-    };
-    for (key, folded) in fold.iter() {
-        match stored.get(key) {
-            Some(s) if s == folded => {}
-            Some(s) => {
-                return broken(format!(
-                    "stored {} is {} but the log up to seq {checkpoint} folds to {}",
-                    describe(key),
-                    show(s),
-                    show(folded)
-                ))
-            }
-            None => {
-                return broken(format!(
-                    "no stored {} though the log up to seq {checkpoint} folds to {}",
-                    describe(key),
-                    show(folded)
-                ))
-            }
-        }
-    }
-    if let Some((key, s)) = stored.iter().find(|(k, _)| fold.get(k).is_none()) {
-        return broken(format!(
-            "stored {} ({}) has no entries in the log up to seq {checkpoint}",
-            describe(key),
-            show(s)
-        ));
-    }
-    Ok(Ok(UsageReport {
-        checkpoint,
-        rows: stored.len(),
-    }))
+    Ok(Ok(verified.report))
 }

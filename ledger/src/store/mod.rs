@@ -4,16 +4,15 @@
 //! its own file; the shape of a group transaction is shared in [`group`], so
 //! both engines run the very same decision code.
 
-mod changes;
 #[cfg(test)]
 mod durability_tests;
 mod group;
+mod log;
 mod memory;
 mod postgres;
 mod readiness;
 mod rules;
 mod sqlite;
-mod usage;
 
 use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Row, Type};
@@ -32,7 +31,7 @@ pub use memory::{WriterMemory, CONTENDED_FOR, MEMORY_LIMIT};
 pub use postgres::PostgresStore;
 pub use rules::RulesRebuilt;
 pub use sqlite::SqliteStore;
-pub use usage::{run_usage_projector, ProjectorStats, UsageQuery, UsageRead, USAGE_PAGE};
+pub use log::{EngineRef, LockedConnection, TenantLock};
 
 /// Filters of `GET /v1/entries`.
 #[derive(Debug, Clone, Default)]
@@ -72,8 +71,8 @@ impl EntryFilter {
 }
 
 /// One account's entries in one unit, within a seq window and a
-/// `recorded_at` range: statements and balances at a time
-/// (`ledger/src/statement.rs`).
+/// `recorded_at` range: what statements and balances at a time
+/// (tally-projections) read of the log.
 #[derive(Debug, Clone)]
 pub struct AccountRange<'a> {
     /// Entries whose debit or credit side is this account (each once).
@@ -524,15 +523,6 @@ impl Storage {
         }
     }
 
-    /// Replaces a tenant's balances with `fold(tenant's log)`, computed and
-    /// written under the head lock so no group commits in between.
-    pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.rebuild_balances(tenant).await,
-            Storage::Postgres(s) => s.rebuild_balances(tenant).await,
-        }
-    }
-
     /// Every rule-state row of a tenant, as stored (`tally verify`).
     pub async fn rule_state_rows(
         &self,
@@ -614,65 +604,6 @@ pub(crate) fn pool_options<DB: sqlx::Database>(size: u32) -> sqlx::pool::PoolOpt
         })
 }
 
-/// The seq ranges a rebuild folds at once, one connection each
-/// ([`rebuild_parts`] of them), adding the partial sums afterwards: decimal
-/// addition is exact, so the split cannot change the result.
-pub(crate) fn rebuild_ranges(head_seq: i64) -> Vec<(i64, i64)> {
-    split_range(0, head_seq)
-}
-
-/// How many parts a rebuild reads at once, one connection each: one for
-/// a small log, else as many as the machine has cores, within 2..=8.
-pub(crate) fn rebuild_parts(small: bool) -> i64 {
-    if small {
-        return 1;
-    }
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .clamp(2, 8) as i64
-}
-
-/// [`rebuild_ranges`] of the seqs in `(after, upto]`.
-pub(crate) fn split_range(after: i64, upto: i64) -> Vec<(i64, i64)> {
-    let head_seq = upto.saturating_sub(after).max(0);
-    let parts = rebuild_parts(head_seq < 1_000);
-    let step = (head_seq + parts - 1) / parts.max(1);
-    (0..parts)
-        .map(|i| (after + i * step, after + ((i + 1) * step).min(head_seq)))
-        .filter(|(from, to)| from < to)
-        .collect()
-}
-
-/// Adds the debits and credits summed over the whole log, part by part,
-/// into `into` (whose debits and credits are still zero).
-pub(crate) fn merge_postings(
-    into: &mut BalanceProjection,
-    parts: Vec<crate::balance::PostingSums>,
-) -> Result<(), LedgerError> {
-    let mut sums = crate::balance::PostingSums::new();
-    for part in parts {
-        sums.merge(part);
-    }
-    sums.add_into(into).map_err(|o| {
-        LedgerError::Corrupt(format!("a total of {} leaves the amount domain", o.account))
-    })
-}
-
-/// Waits for the partial folds of a rebuild.
-pub(crate) async fn join_folds<T>(
-    tasks: Vec<tokio::task::JoinHandle<Result<T, LedgerError>>>,
-) -> Result<Vec<T>, LedgerError> {
-    let mut out = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        out.push(
-            task.await
-                .map_err(|e| LedgerError::Unavailable(format!("a rebuild fold stopped: {e}")))??,
-        );
-    }
-    Ok(out)
-}
-
 /// SQL selecting, in seq order, the posted entries whose effect on balances
 /// is not a plain posting; rows are folded by [`fold_hold_row`]. `$1`/`?` is
 /// the tenant.
@@ -681,7 +612,7 @@ pub(crate) async fn join_folds<T>(
 /// key and sorted afterwards. With a plain `seq`, SQLite walked the whole
 /// log of the tenant in seq order (its primary key) to find these few rows,
 /// looking each entry up by rowid to read its kind.
-pub(crate) fn hold_rows_sql(placeholder: &str) -> String {
+pub fn hold_rows_sql(placeholder: &str) -> String {
     format!(
         "SELECT kind, upstream_id, account, unit, amount, params FROM entries \
          WHERE tenant_id = {placeholder} AND status = 'posted' AND kind IN {} ORDER BY +seq",
@@ -690,7 +621,7 @@ pub(crate) fn hold_rows_sql(placeholder: &str) -> String {
 }
 
 /// Folds one row of [`hold_rows_sql`].
-pub(crate) fn fold_hold_row(
+pub fn fold_hold_row(
     log: &mut crate::fold::LogFold,
     kind: &str,
     upstream_id: &str,
@@ -705,7 +636,7 @@ pub(crate) fn fold_hold_row(
     log.apply_holds(kind, upstream_id, account, unit, amount, params)
 }
 
-pub(crate) fn parse_decimal(text: &str, what: &str) -> Result<rust_decimal::Decimal, LedgerError> {
+pub fn parse_decimal(text: &str, what: &str) -> Result<rust_decimal::Decimal, LedgerError> {
     crate::amount::parse_exact(text, false)
         .map_err(|m| LedgerError::Corrupt(format!("{what} {text:?} {m}")))
 }
@@ -829,129 +760,4 @@ pub(crate) fn new_entry_id() -> String {
     format!("ent_{}", uuid::Uuid::now_v7().simple())
 }
 
-/// Calls `fold` with each element of a JSON array packed by SQLite
-/// (`json_group_array`), as it is parsed: no vector of a whole window is
-/// built first (its growth was a few percent of a rebuild's CPU). Returns
-/// how many elements were folded; a fold error stops the parse and is
-/// returned as it is, a malformed array is [`LedgerError::Corrupt`].
-pub(crate) fn for_each_packed<'de, T, F>(
-    packed: &'de str,
-    what: &str,
-    fold: F,
-) -> Result<u64, LedgerError>
-where
-    T: serde::Deserialize<'de>,
-    F: FnMut(T) -> Result<(), LedgerError>,
-{
-    use serde::de::{Deserializer, SeqAccess, Visitor};
 
-    struct Each<T, F> {
-        fold: F,
-        failed: Option<LedgerError>,
-        count: u64,
-        item: std::marker::PhantomData<T>,
-    }
-
-    impl<'de, T, F> Visitor<'de> for &mut Each<T, F>
-    where
-        T: serde::Deserialize<'de>,
-        F: FnMut(T) -> Result<(), LedgerError>,
-    {
-        type Value = ();
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an array")
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            while let Some(item) = seq.next_element::<T>()? {
-                if let Err(e) = (self.fold)(item) {
-                    self.failed = Some(e);
-                    return Err(serde::de::Error::custom("fold failed"));
-                }
-                self.count += 1;
-            }
-            Ok(())
-        }
-    }
-
-    let mut each = Each {
-        fold,
-        failed: None,
-        count: 0,
-        item: std::marker::PhantomData,
-    };
-    let mut de = serde_json::Deserializer::from_str(packed);
-    let parsed = (&mut de).deserialize_seq(&mut each).and_then(|()| de.end());
-    match (each.failed.take(), parsed) {
-        (Some(e), _) => Err(e),
-        (None, Err(e)) => Err(LedgerError::Corrupt(format!("{what}: {e}"))),
-        (None, Ok(())) => Ok(each.count),
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_ranges_cover_the_seqs_once() {
-        for (after, upto) in [
-            (0, 10),
-            (0, 1_000_003),
-            (400_000, 1_000_003),
-            (7, 7),
-            (9, 3),
-        ] {
-            let ranges = split_range(after, upto);
-            let mut next = after;
-            for (from, to) in &ranges {
-                assert_eq!(*from, next, "{after}..{upto}: {ranges:?}");
-                assert!(from < to);
-                next = *to;
-            }
-            assert_eq!(next, upto.max(after), "{after}..{upto}: {ranges:?}");
-        }
-        assert_eq!(split_range(0, 999), vec![(0, 999)]);
-        assert!(split_range(0, 1_000).len() >= 2);
-        assert!(split_range(400_000, 1_000_003).len() >= 2);
-        assert_eq!(rebuild_ranges(1_000_003), split_range(0, 1_000_003));
-    }
-
-    #[test]
-    fn packed_arrays_are_folded_element_by_element() {
-        let mut seen = Vec::new();
-        let n = for_each_packed(
-            r#"[["a",1],["b\"q",2]]"#,
-            "test",
-            |(s, n): (String, i64)| {
-                seen.push((s, n));
-                Ok(())
-            },
-        )
-        .unwrap();
-        assert_eq!(n, 2);
-        assert_eq!(seen, vec![("a".into(), 1), ("b\"q".into(), 2)]);
-        assert_eq!(for_each_packed("[]", "test", |_: i64| Ok(())).unwrap(), 0);
-
-        // A fold error comes back as it is, and stops the parse.
-        let mut calls = 0;
-        let err = for_each_packed("[1,2,3]", "test", |_: i64| {
-            calls += 1;
-            Err(LedgerError::Corrupt("second".into()))
-        })
-        .unwrap_err();
-        assert!(matches!(err, LedgerError::Corrupt(m) if m == "second"));
-        assert_eq!(calls, 1);
-
-        // Malformed, the wrong shape, or trailing text: corrupt, named.
-        for bad in ["[1,2", "{\"a\":1}", "[1] x", "[\"x\"]"] {
-            let err = for_each_packed(bad, "postings", |_: i64| Ok(())).unwrap_err();
-            assert!(
-                matches!(&err, LedgerError::Corrupt(m) if m.starts_with("postings: ")),
-                "{bad}: {err:?}"
-            );
-        }
-    }
-}

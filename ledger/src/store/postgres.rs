@@ -7,27 +7,23 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::TryStreamExt;
 use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row, Transaction};
-use crate::balance::{AccountBalance, BalanceProjection, PostingSums, Side};
+use crate::balance::{AccountBalance, BalanceProjection};
 
-use super::changes::{balance_changes, StoredBalance};
 use super::group::{head_moved, GroupTransaction, GroupWrite};
 use super::memory::Fence;
 use super::{
-    decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, hold_rows_sql,
-    join_folds, merge_postings, AccountRange, BalanceRow, EntryFilter,
+    decode_balance, decode_entry, decode_fence, decode_head, AccountRange, BalanceRow,
+    EntryFilter,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
 use crate::entry::{format_recorded_at, StoredEntry};
-use crate::fold::LogFold;
 use crate::intent::EntryKind;
 use crate::keys::StoredApiKey;
 use crate::state::StateKey;
-use crate::usage::UsageColumns;
-use crate::wide::WideDecimal;
+use crate::entry::UsageColumns;
 use crate::LedgerError;
 
 pub(super) const ENTRY_COLUMNS: &str =
@@ -457,162 +453,6 @@ impl PostgresStore {
             .collect()
     }
 
-    pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
-        let started = std::time::Instant::now();
-        let mut group = self.begin_group().await?;
-        let head = group.lock_head(tenant).await?.head;
-        // Writers must not trust balances they remember across this rewrite.
-        sqlx::query("UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = $1")
-            .bind(tenant)
-            .execute(&mut *group.tx)
-            .await?;
-        // PostgreSQL adds each side's posted amounts per account exactly
-        // (NUMERIC sums do not round) in one aggregate per side, run on two
-        // connections at once and planned in parallel by PostgreSQL itself;
-        // Rust reads one sum per account and side and refuses any it cannot
-        // hold exactly. Entries up to the locked head are committed and
-        // immutable, whichever snapshot reads them. Measured on 1,000,000
-        // entries (docs/performance-history.md): 0.55 s; one aggregate over the
-        // (debit, credit) pair instead was planned as a sort and took longer.
-        //
-        // The plan depends on the table's statistics: right after a flood of
-        // appends they may count a fraction of the log, and PostgreSQL then
-        // sorts the log instead of hashing it in parallel (1.25 s against
-        // 0.24 s per side). ANALYZE samples a fixed number of rows, and only
-        // the columns the rebuild's plans filter and group on are
-        // summarised (with them the usage key's statistics object, migration
-        // 0005, which the usage rebuild's plan needs): on 1,000,000 entries
-        // 0.20 s instead of 0.44 s for every column (the wide ones, params
-        // and hashes, cost the most and no plan here uses them). The sample
-        // is the smallest PostgreSQL takes (statistics target 10: 3,000 rows
-        // instead of 30,000): the plans need the row count and a rough count
-        // of accounts, not fine histograms, and on 1,255,674 entries it took
-        // 38 ms instead of 628 ms. Autovacuum, or an operator's ANALYZE,
-        // replaces these coarse statistics with full ones in its time.
-        let estimated: f32 =
-            sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE oid = 'entries'::regclass")
-                .fetch_one(&self.pool)
-                .await?;
-        if f64::from(estimated) < head.seq as f64 / 2.0 {
-            let mut analyse = self.pool.begin().await?;
-            sqlx::query("SET LOCAL default_statistics_target = 10")
-                .execute(&mut *analyse)
-                .await?;
-            sqlx::query(
-                "ANALYZE entries (tenant_id, seq, status, kind, debit_account, credit_account, \
-                 unit, account, usage_meter, usage_day)",
-            )
-            .execute(&mut *analyse)
-            .await?;
-            analyse.commit().await?;
-        }
-        let mut log = LogFold::new();
-        // The heap is read once, in block ranges on one connection each: a
-        // range's aggregate adds up both sides at once (two grouping sets,
-        // hashed side by side over one scan). Two per-side aggregates read
-        // the whole heap twice; measured on 1,000,000 entries in psql, two
-        // connections: 0.85-0.99 s against 0.96-1.13 s (docs/performance-history.md).
-        // Entries up to the locked head are committed, so they
-        // lie in blocks that exist now; the last range is open all the same.
-        let blocks: i64 = sqlx::query_scalar(
-            "SELECT pg_relation_size('entries') / current_setting('block_size')::int8",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        let tasks = block_ranges(blocks)
-            .into_iter()
-            .map(|(from, to)| {
-                let sql = format!(
-                    "SELECT debit_account, credit_account, unit, sum(amount)::text, \
-                       GROUPING(debit_account) FROM entries \
-                     WHERE ctid >= '({from},0)'::tid{} AND tenant_id = $1 AND seq <= $2 \
-                       AND status = 'posted' AND kind NOT IN {} \
-                     GROUP BY GROUPING SETS ((debit_account, unit), (credit_account, unit))",
-                    to.map(|to| format!(" AND ctid < '({to},0)'::tid"))
-                        .unwrap_or_default(),
-                    crate::fold::NON_MONEY_KINDS_SQL
-                );
-                let (pool, tenant) = (self.pool.clone(), tenant.to_owned());
-                tokio::spawn(async move {
-                    let mut part = PostingSums::new();
-                    let mut rows = sqlx::query(&sql).bind(&tenant).bind(head.seq).fetch(&pool);
-                    while let Some(r) = rows.try_next().await? {
-                        // GROUPING is 0 for the set that groups by the debit account.
-                        let (account, side): (&str, Side) = if r.try_get::<i32, _>(4)? == 0 {
-                            (r.try_get(0)?, Side::Debit)
-                        } else {
-                            (r.try_get(1)?, Side::Credit)
-                        };
-                        // A part's sum may pass 28 digits (crate::balance::PostingSums).
-                        let text: &str = r.try_get(3)?;
-                        let total = WideDecimal::parse(text).ok_or_else(|| {
-                            LedgerError::Corrupt(format!("sum of amounts {text:?}"))
-                        })?;
-                        part.add(account, r.try_get(2)?, side, &total);
-                    }
-                    Ok::<_, LedgerError>(part)
-                })
-            })
-            .collect();
-        // Meanwhile, on the locked connection, the holds (order matters
-        // there, and they are few); sums of postings are added afterwards.
-        let sql = hold_rows_sql("$1").replace("amount,", "amount::text,");
-        let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *group.tx);
-        while let Some(r) = rows.try_next().await? {
-            fold_hold_row(
-                &mut log,
-                r.try_get(0)?,
-                r.try_get(1)?,
-                r.try_get(2)?,
-                r.try_get(3)?,
-                r.try_get(4)?,
-                r.try_get(5)?,
-            )?;
-        }
-        drop(rows);
-        merge_postings(&mut log.balances, join_folds(tasks).await?)?;
-        let projection = log.balances;
-        let folded = started.elapsed();
-        // Only the rows that differ are written (store/changes.rs); the
-        // head lock keeps every writer of balances out meanwhile.
-        let stored = sqlx::query(
-            "SELECT account, unit, debits::text, credits::text, held::text \
-             FROM balances WHERE tenant_id = $1",
-        )
-        .bind(tenant)
-        .fetch_all(&mut *group.tx)
-        .await?;
-        let stored = StoredBalance::from_rows(&stored)?;
-        let changes = balance_changes(&stored, &projection);
-        if !changes.remove.is_empty() {
-            let (accounts, units): (Vec<&str>, Vec<&str>) = changes
-                .remove
-                .iter()
-                .map(|(a, u)| (a.as_str(), u.as_str()))
-                .unzip();
-            sqlx::query(
-                "DELETE FROM balances b USING UNNEST($2::text[], $3::text[]) AS k(account, unit) \
-                 WHERE b.tenant_id = $1 AND b.account = k.account AND b.unit = k.unit",
-            )
-            .bind(tenant)
-            .bind(&accounts)
-            .bind(&units)
-            .execute(&mut *group.tx)
-            .await?;
-        }
-        group.write_balances(tenant, &changes.write).await?;
-        group.commit().await?;
-        tracing::debug!(
-            tenant,
-            fold_ms = folded.as_secs_f64() * 1e3,
-            write_ms = (started.elapsed() - folded).as_secs_f64() * 1e3,
-            written = changes.write.len(),
-            removed = changes.remove.len(),
-            "balances rebuilt"
-        );
-        Ok((head.seq, projection.len()))
-    }
-
     /// Every rule-state row of a tenant, as stored.
     pub async fn rule_state_rows(
         &self,
@@ -637,18 +477,6 @@ impl PostgresStore {
         group.commit().await?;
         Ok(rebuilt)
     }
-}
-
-/// Block ranges of the entries heap a rebuild reads, one connection each:
-/// as many as the machine has cores (2..=8), one for a heap under 512 KB. The
-/// last is open (`None`), so a block added since `blocks` was measured is
-/// read too.
-fn block_ranges(blocks: i64) -> Vec<(i64, Option<i64>)> {
-    let parts = super::rebuild_parts(blocks < 64);
-    let step = (blocks.max(0) + parts - 1) / parts;
-    (0..parts)
-        .map(|i| (i * step, (i + 1 < parts).then_some((i + 1) * step)))
-        .collect()
 }
 
 /// Entries holding one of `keys`.
@@ -831,7 +659,7 @@ async fn group_write<'c>(
 }
 
 pub(super) struct PgGroup {
-    tx: Transaction<'static, Postgres>,
+    pub(super) tx: Transaction<'static, Postgres>,
 }
 
 impl GroupTransaction for PgGroup {
@@ -996,19 +824,6 @@ mod tests {
     use super::*;
     use crate::store::Storage;
     use crate::test_databases::TestDb;
-
-    #[test]
-    fn block_ranges_cover_the_heap_and_leave_the_last_open() {
-        assert_eq!(block_ranges(0), vec![(0, None)]);
-        assert_eq!(block_ranges(63), vec![(0, None)]);
-        let ranges = block_ranges(66_729);
-        assert!(ranges.len() >= 2, "{ranges:?}");
-        assert_eq!(ranges[0].0, 0);
-        for pair in ranges.windows(2) {
-            assert_eq!(pair[0].1, Some(pair[1].0), "{ranges:?}");
-        }
-        assert_eq!(ranges.last().unwrap().1, None);
-    }
 
     #[test]
     fn jit_is_off_unless_the_url_chooses() {

@@ -2,34 +2,28 @@
 //! survives power loss, `BEGIN IMMEDIATE` so a group takes the write lock
 //! before it reads (no upgrade deadlock between processes).
 
-use std::borrow::Cow;
 use std::str::FromStr;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::TryStreamExt;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSynchronous};
 use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
-use crate::balance::{AccountBalance, BalanceProjection, PostingSums, Side};
+use crate::balance::{AccountBalance, BalanceProjection};
 
-use super::changes::{balance_changes, StoredBalance};
 use super::group::{head_moved, GroupTransaction, GroupWrite};
 use super::memory::Fence;
 use super::{
-    decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, hold_rows_sql,
-    join_folds, merge_postings, parse_decimal, rebuild_ranges, AccountRange, BalanceRow,
-    EntryFilter,
+    decode_balance, decode_entry, decode_fence, decode_head, parse_decimal, AccountRange,
+    BalanceRow, EntryFilter,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
 use crate::entry::{format_recorded_at, EntryStatus, StoredEntry};
-use crate::fold::LogFold;
 use crate::intent::EntryKind;
 use crate::keys::StoredApiKey;
 use crate::state::{StateKey, StateRow};
-use crate::usage::UsageColumns;
-use crate::wide::WideDecimal;
+use crate::entry::UsageColumns;
 use crate::LedgerError;
 
 pub(super) const ENTRY_COLUMNS: &str =
@@ -87,54 +81,8 @@ const WAL_PASSES_BEFORE_TURN: usize = 8;
 /// connections keep the default: another's commit drops their caches.
 const WRITER_CACHE_KIB: i64 = -16_384;
 
-/// Seq window of the rebuild's packed reads.
-const REBUILD_WINDOW: i64 = 8192;
-
 /// How much of the database file each connection maps for reading.
 const MMAP_BYTES: &str = "2147418112";
-
-/// The money postings of one seq window, packed by SQLite into one JSON
-/// array of `[debit_account, credit_account, unit, amount]`.
-static REBUILD_WINDOW_SQL: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT json_group_array(json_array(debit_account, credit_account, unit, amount)) \
-         FROM entries WHERE tenant_id = ? AND seq > ? AND seq <= ? AND status = 'posted' \
-         AND kind NOT IN {}",
-        crate::fold::NON_MONEY_KINDS_SQL
-    )
-});
-
-/// Posts every amount of a packed window (see [`REBUILD_WINDOW_SQL`]) to
-/// the debits of its debit account and the credits of its credit account.
-/// Returns how many amounts were folded.
-fn fold_packed_postings(part: &mut PostingSums, packed: &str) -> Result<u64, LedgerError> {
-    /// Debit account, credit account, unit, amount. Each field borrows from
-    /// the packed text unless it holds an escape (a `Cow` inside a tuple
-    /// would be copied into a new string every time).
-    #[derive(serde::Deserialize)]
-    struct Posting<'a>(
-        #[serde(borrow)] Cow<'a, str>,
-        #[serde(borrow)] Cow<'a, str>,
-        #[serde(borrow)] Cow<'a, str>,
-        #[serde(borrow)] Cow<'a, str>,
-    );
-    super::for_each_packed(
-        packed,
-        "packed postings",
-        |Posting(debit, credit, unit, amount)| {
-            // Stored amounts are canonical decimal text, which from_str_exact
-            // reads exactly (it refuses rather than rounds).
-            let amount = rust_decimal::Decimal::from_str_exact(&amount)
-                .ok()
-                .and_then(WideDecimal::from_decimal)
-                .ok_or_else(|| LedgerError::Corrupt(format!("amount {amount:?}")))?;
-            for (account, side) in [(&debit, Side::Debit), (&credit, Side::Credit)] {
-                part.add(account, &unit, side, &amount);
-            }
-            Ok(())
-        },
-    )
-}
 
 /// One entry of a packed page: [`ENTRY_COLUMNS`] in order.
 #[derive(serde::Deserialize)]
@@ -287,7 +235,7 @@ impl SqliteStore {
 
     /// A write transaction: this process's turn first, then SQLite's write
     /// lock (`BEGIN IMMEDIATE`). The turn is held until the transaction ends.
-    pub(crate) async fn begin_write(&self) -> Result<SqliteWrite, LedgerError> {
+    pub async fn begin_write(&self) -> Result<SqliteWrite, LedgerError> {
         let t0 = std::time::Instant::now();
         let turn = self.write_gate.clone().lock_owned().await;
         let t_turn = t0.elapsed();
@@ -612,103 +560,6 @@ impl SqliteStore {
             .collect()
     }
 
-    pub async fn rebuild_balances(&self, tenant: &str) -> Result<(i64, usize), LedgerError> {
-        let started = std::time::Instant::now();
-        let mut group = self.begin_group().await?;
-        let head = group.lock_head(tenant).await?.head;
-        // Writers must not trust balances they remember across this rewrite.
-        sqlx::query("UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = ?")
-            .bind(tenant)
-            .execute(&mut *group.tx)
-            .await?;
-        // Each seq range is read on its own connection, in parallel (WAL
-        // readers do not wait for the write lock this transaction holds;
-        // entries up to the locked head are committed and immutable). sqlx
-        // hands SQLite rows over one by one from a worker thread (~6 µs a
-        // row), so SQLite packs the accounts and amount of each window of
-        // entries into one JSON array; Rust parses every amount exactly and
-        // posts it to both sides. Measured in docs/performance-history.md: no sort,
-        // one scan for both sides, against one GROUP BY per side.
-        let mut log = LogFold::new();
-        let mut tasks = Vec::new();
-        for (from, to) in rebuild_ranges(head.seq) {
-            let (pool, tenant) = (self.pool.clone(), tenant.to_owned());
-            tasks.push(tokio::spawn(async move {
-                let mut part = PostingSums::new();
-                let mut folded = 0u64;
-                let mut after = from;
-                while after < to {
-                    let upto = to.min(after.saturating_add(REBUILD_WINDOW));
-                    let packed: String = sqlx::query_scalar(&REBUILD_WINDOW_SQL)
-                        .bind(&tenant)
-                        .bind(after)
-                        .bind(upto)
-                        .fetch_one(&pool)
-                        .await?;
-                    folded += fold_packed_postings(&mut part, &packed)?;
-                    after = upto;
-                }
-                Ok((part, folded))
-            }));
-        }
-        let mut folded = 0u64;
-        let mut parts = Vec::new();
-        for (part, n) in join_folds(tasks).await? {
-            parts.push(part);
-            folded += n;
-        }
-        merge_postings(&mut log.balances, parts)?;
-        let sql = hold_rows_sql("?");
-        let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *group.tx);
-        while let Some(r) = rows.try_next().await? {
-            fold_hold_row(
-                &mut log,
-                r.try_get(0)?,
-                r.try_get(1)?,
-                r.try_get(2)?,
-                r.try_get(3)?,
-                r.try_get(4)?,
-                r.try_get(5)?,
-            )?;
-            folded += 1;
-        }
-        drop(rows);
-        let projection = log.balances;
-        let fold_time = started.elapsed();
-        // Only the rows that differ are written (store/changes.rs); the
-        // head lock keeps every writer of balances out meanwhile. Cast:
-        // a damaged row of another type still reads, and is rewritten.
-        let stored = sqlx::query(
-            "SELECT account, unit, CAST(debits AS TEXT), CAST(credits AS TEXT), \
-             CAST(held AS TEXT) FROM balances WHERE tenant_id = ?",
-        )
-        .bind(tenant)
-        .fetch_all(&mut *group.tx)
-        .await?;
-        let stored = StoredBalance::from_rows(&stored)?;
-        let changes = balance_changes(&stored, &projection);
-        for chunk in changes.remove.chunks(ROWS_PER_INSERT) {
-            let mut q = QueryBuilder::<Sqlite>::new("DELETE FROM balances WHERE tenant_id = ");
-            q.push_bind(tenant).push(" AND (account, unit) IN ");
-            q.push_tuples(chunk, |mut b, (account, unit)| {
-                b.push_bind(account).push_bind(unit);
-            });
-            q.build().execute(&mut *group.tx).await?;
-        }
-        group.write_balances(tenant, &changes.write).await?;
-        group.commit().await?;
-        tracing::debug!(
-            tenant,
-            folded,
-            fold_ms = fold_time.as_secs_f64() * 1e3,
-            write_ms = (started.elapsed() - fold_time).as_secs_f64() * 1e3,
-            written = changes.write.len(),
-            removed = changes.remove.len(),
-            "balances rebuilt"
-        );
-        Ok((head.seq, projection.len()))
-    }
-
     /// Every rule-state row of a tenant, as stored.
     pub async fn rule_state_rows(
         &self,
@@ -975,7 +826,7 @@ async fn keyed_entries(
 
 /// A write transaction holding this process's turn (see `write_gate`).
 /// Fields drop in order: the transaction rolls back before the turn passes.
-pub(crate) struct SqliteWrite {
+pub struct SqliteWrite {
     tx: Transaction<'static, Sqlite>,
     _turn: tokio::sync::OwnedMutexGuard<()>,
 }
@@ -994,19 +845,19 @@ impl std::ops::DerefMut for SqliteWrite {
 }
 
 impl SqliteWrite {
-    pub(crate) async fn commit(self) -> Result<(), LedgerError> {
+    pub async fn commit(self) -> Result<(), LedgerError> {
         self.tx.commit().await?;
         Ok(())
     }
 
-    pub(crate) async fn rollback(self) -> Result<(), LedgerError> {
+    pub async fn rollback(self) -> Result<(), LedgerError> {
         self.tx.rollback().await?;
         Ok(())
     }
 }
 
 pub(super) struct SqliteGroup {
-    tx: SqliteWrite,
+    pub(super) tx: SqliteWrite,
 }
 
 impl SqliteGroup {

@@ -5,6 +5,12 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+mod usage_columns;
+
+pub use usage_columns::{
+    params_of, string_or_none, usage_terms, UsageColumns, UsageParams, UsageSource, DAY_FORMAT,
+};
+
 use crate::amount::canonical;
 use crate::intent::EntryKind;
 
