@@ -16,9 +16,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::balance::{total, AccountBalance, BalanceProjection};
 use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
-use crate::balance::{total, AccountBalance, BalanceProjection};
 
 use crate::amount::canonical;
 use crate::chain::{entry_hash, Head};

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use rust_decimal::Decimal;
 use crate::balance::{BalanceProjection, Posting};
+use rust_decimal::Decimal;
 
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::intent::EntryKind;

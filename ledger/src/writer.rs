@@ -1586,7 +1586,13 @@ mod tests {
                 if moved_by_rebuild {
                     // What a balances rebuild does to the head: it locks it
                     // and bumps its generation, moving no seq.
-                    storage.lock_tenant("t").await.unwrap().commit().await.unwrap();
+                    storage
+                        .lock_tenant("t")
+                        .await
+                        .unwrap()
+                        .commit()
+                        .await
+                        .unwrap();
                 } else {
                     storage
                         .commit_group("t", &[&debit("other", "1")])

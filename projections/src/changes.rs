@@ -15,14 +15,15 @@ use std::collections::HashSet;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use sqlx::{ColumnIndex, Decode, Row, Type};
-use crate::balance::{AccountBalance, BalanceProjection};
+use tally_ledger::amount::parse_exact;
+use tally_ledger::balance::{AccountBalance, BalanceProjection};
+use tally_ledger::entry::DAY_FORMAT;
+use tally_ledger::wide::WideDecimal;
+use tally_ledger::LedgerError;
 
-use crate::amount::parse_exact;
 #[cfg(test)]
 use crate::usage::UsageTotals;
-use crate::usage::{UsageFold, UsageKey, DAY_FORMAT};
-use crate::wide::WideDecimal;
-use crate::LedgerError;
+use crate::usage::{UsageFold, UsageKey};
 
 /// A stored balance row, read as text.
 pub(crate) struct StoredBalance {
@@ -195,7 +196,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::balance::Side;
+    use tally_ledger::balance::Side;
 
     fn dec(s: &str) -> Decimal {
         s.parse().unwrap()

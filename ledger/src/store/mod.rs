@@ -14,9 +14,9 @@ mod readiness;
 mod rules;
 mod sqlite;
 
+use crate::balance::BalanceProjection;
 use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Row, Type};
-use crate::balance::BalanceProjection;
 
 use crate::chain::Head;
 use crate::decide::Decision;
@@ -26,12 +26,12 @@ use crate::keys::{ApiKey, StoredApiKey};
 use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
+pub use log::{EngineRef, LockedConnection, TenantLock};
 pub(crate) use memory::Fence;
 pub use memory::{WriterMemory, CONTENDED_FOR, MEMORY_LIMIT};
 pub use postgres::PostgresStore;
 pub use rules::RulesRebuilt;
 pub use sqlite::SqliteStore;
-pub use log::{EngineRef, LockedConnection, TenantLock};
 
 /// Filters of `GET /v1/entries`.
 #[derive(Debug, Clone, Default)]
@@ -759,5 +759,3 @@ pub(crate) fn now_micros() -> DateTime<Utc> {
 pub(crate) fn new_entry_id() -> String {
     format!("ent_{}", uuid::Uuid::now_v7().simple())
 }
-
-

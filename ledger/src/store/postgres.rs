@@ -6,24 +6,23 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::balance::{AccountBalance, BalanceProjection};
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row, Transaction};
-use crate::balance::{AccountBalance, BalanceProjection};
 
 use super::group::{head_moved, GroupTransaction, GroupWrite};
 use super::memory::Fence;
 use super::{
-    decode_balance, decode_entry, decode_fence, decode_head, AccountRange, BalanceRow,
-    EntryFilter,
+    decode_balance, decode_entry, decode_fence, decode_head, AccountRange, BalanceRow, EntryFilter,
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
+use crate::entry::UsageColumns;
 use crate::entry::{format_recorded_at, StoredEntry};
 use crate::intent::EntryKind;
 use crate::keys::StoredApiKey;
 use crate::state::StateKey;
-use crate::entry::UsageColumns;
 use crate::LedgerError;
 
 pub(super) const ENTRY_COLUMNS: &str =

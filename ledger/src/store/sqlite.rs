@@ -6,10 +6,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::balance::{AccountBalance, BalanceProjection};
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSynchronous};
 use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
-use crate::balance::{AccountBalance, BalanceProjection};
 
 use super::group::{head_moved, GroupTransaction, GroupWrite};
 use super::memory::Fence;
@@ -19,11 +19,11 @@ use super::{
 };
 use crate::amount::canonical;
 use crate::chain::{Head, GENESIS_HASH};
+use crate::entry::UsageColumns;
 use crate::entry::{format_recorded_at, EntryStatus, StoredEntry};
 use crate::intent::EntryKind;
 use crate::keys::StoredApiKey;
 use crate::state::{StateKey, StateRow};
-use crate::entry::UsageColumns;
 use crate::LedgerError;
 
 pub(super) const ENTRY_COLUMNS: &str =

@@ -1,12 +1,11 @@
 //! Reading a balance, now or as of a past seq.
 
 use serde::Serialize;
-use crate::balance::AccountBalance;
-
-use crate::amount::canonical;
-use crate::fields::ValidationErrors;
-use crate::store::{BalanceRow, Storage};
-use crate::LedgerError;
+use tally_ledger::amount::canonical;
+use tally_ledger::balance::AccountBalance;
+use tally_ledger::fields::ValidationErrors;
+use tally_ledger::store::{BalanceRow, Storage};
+use tally_ledger::LedgerError;
 
 /// The body of `GET /v1/accounts/{account}/balance`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

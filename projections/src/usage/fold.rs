@@ -310,7 +310,6 @@ impl UsageFold {
     }
 }
 
-
 #[cfg(test)]
 #[path = "fold_tests.rs"]
 mod tests;

@@ -2,8 +2,11 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::usage::{summarise, Granularity};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::str::FromStr;
+use tally_ledger::entry::DAY_FORMAT;
 
 fn entry(seq: i64, kind: EntryKind, account: &str, amount: &str, params: Value) -> StoredEntry {
     StoredEntry {

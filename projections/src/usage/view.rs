@@ -9,7 +9,9 @@ use tally_ledger::entry::DAY_FORMAT;
 use tally_ledger::LedgerError;
 
 use super::fold::{UsageKey, UsageTotals};
-use super::{Usage, UsageQuery};
+use tally_ledger::store::Storage;
+
+use super::UsageQuery;
 
 /// How `GET /v1/accounts/{account}/usage` groups days.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -117,7 +119,7 @@ pub async fn read_usage(
     query: &UsageQuery,
     granularity: Granularity,
 ) -> Result<UsageView, LedgerError> {
-    let read = storage.usage_rows(tenant, query).await?;
+    let read = super::usage_rows(storage, tenant, query).await?;
     Ok(UsageView {
         account: query.account.clone(),
         granularity,
@@ -126,4 +128,3 @@ pub async fn read_usage(
         usage: summarise(&read.rows, granularity)?,
     })
 }
-

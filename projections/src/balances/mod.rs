@@ -1,0 +1,68 @@
+//! Stored balances as a read model: reads now and at a past seq, the
+//! rebuild that makes them the fold of the log again, and their check
+//! against that fold (`tally verify`). The writer keeps them current with
+//! each group; the arithmetic is the ledger's (`tally_ledger::balance`).
+
+mod postgres;
+pub mod read;
+mod sqlite;
+pub mod verify;
+
+use tally_ledger::store::{EngineRef, LockedConnection, Storage};
+use tally_ledger::LedgerError;
+
+pub use read::{read_balance, BalanceView};
+
+use crate::changes::balance_changes;
+
+/// Replaces a tenant's balances with `fold(tenant's log)`, computed and
+/// written under the head lock so no group commits in between. Returns
+/// (the head seq folded to, the balances).
+pub async fn rebuild_balances(
+    storage: &Storage,
+    tenant: &str,
+) -> Result<(i64, usize), LedgerError> {
+    let started = std::time::Instant::now();
+    let mut lock = storage.lock_tenant(tenant).await?;
+    let head_seq = lock.head().seq;
+    let (projection, folded) = match (storage.engine(), lock.connection()) {
+        (EngineRef::Sqlite(s), LockedConnection::Sqlite(conn)) => {
+            let (projection, folded) = sqlite::fold(s.pool(), conn, tenant, head_seq).await?;
+            (projection, Some(folded))
+        }
+        (EngineRef::Postgres(s), LockedConnection::Postgres(conn)) => (
+            postgres::fold(s.pool(), conn, tenant, head_seq).await?,
+            None,
+        ),
+        _ => return Err(mixed_engines()),
+    };
+    let fold_time = started.elapsed();
+    // Only the rows that differ are written (changes.rs); the head lock
+    // keeps every writer of balances out meanwhile.
+    let stored = match lock.connection() {
+        LockedConnection::Sqlite(conn) => sqlite::stored(conn, tenant).await?,
+        LockedConnection::Postgres(conn) => postgres::stored(conn, tenant).await?,
+    };
+    let changes = balance_changes(&stored, &projection);
+    match lock.connection() {
+        LockedConnection::Sqlite(conn) => sqlite::remove(conn, tenant, &changes.remove).await?,
+        LockedConnection::Postgres(conn) => postgres::remove(conn, tenant, &changes.remove).await?,
+    }
+    lock.write_balances(tenant, &changes.write).await?;
+    lock.commit().await?;
+    tracing::debug!(
+        tenant,
+        folded,
+        fold_ms = fold_time.as_secs_f64() * 1e3,
+        write_ms = (started.elapsed() - fold_time).as_secs_f64() * 1e3,
+        written = changes.write.len(),
+        removed = changes.remove.len(),
+        "balances rebuilt"
+    );
+    Ok((head_seq, projection.len()))
+}
+
+/// A store's lock is taken on its own engine: never reached.
+fn mixed_engines() -> LedgerError {
+    LedgerError::Unavailable("the head lock is not on the store's own engine".to_owned())
+}
