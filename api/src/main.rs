@@ -17,8 +17,9 @@ use tally_ledger::audit::check::CheckOptions;
 use tally_ledger::audit::sign::Signer;
 use tally_ledger::expiry::run_hold_expiry;
 use tally_ledger::names::check_tenant;
-use tally_ledger::store::{run_usage_projector, ProjectorStats, Storage};
+use tally_ledger::store::Storage;
 use tally_ledger::writer::WriterConfig;
+use tally_projections::usage::{run_usage_projector, ProjectorStats};
 
 // The write path allocates many small strings per entry; mimalloc measured
 // faster than glibc malloc for it (see docs/performance-history.md).

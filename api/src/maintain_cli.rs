@@ -10,8 +10,10 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tally_ledger::store::Storage;
-use tally_ledger::verify::{verify_tenant, verify_usage, Broken};
 use tally_ledger::LedgerError;
+use tally_projections::balances::rebuild_balances;
+use tally_projections::usage::rebuild_usage;
+use tally_projections::verify::{verify_tenant, verify_usage, Broken};
 
 /// How one tenant's check ended.
 enum Outcome {
@@ -166,7 +168,7 @@ async fn rebuild_one(storage: &Storage, tenant: &str) -> Vec<&'static str> {
         failed.push(what);
     };
     let started = Instant::now();
-    match storage.rebuild_balances(tenant).await {
+    match rebuild_balances(storage, tenant).await {
         Ok((entries, balances)) => {
             let (secs, per_sec) = rate(entries, started);
             println!(
@@ -188,7 +190,7 @@ async fn rebuild_one(storage: &Storage, tenant: &str) -> Vec<&'static str> {
         Err(e) => fail("rule state", e),
     }
     let started = Instant::now();
-    match storage.rebuild_usage(tenant).await {
+    match rebuild_usage(storage, tenant).await {
         Ok((entries, rows)) => {
             let (secs, per_sec) = rate(entries, started);
             println!(

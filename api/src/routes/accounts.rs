@@ -9,13 +9,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tally_ledger::balance_read::{read_balance, BalanceView};
 use tally_ledger::decide::Decision;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::check_any_account;
 use tally_ledger::state::{AccountSettings, Overdraft, StateKey, StateValue};
 use tally_ledger::LedgerError;
+use tally_projections::balances::{read_balance, BalanceView};
 
 use super::path::PathText;
 use crate::auth::Caller;

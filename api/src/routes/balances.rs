@@ -2,10 +2,10 @@
 
 use axum::extract::{RawQuery, State};
 use axum::Json;
-use tally_ledger::balance_read::{read_balance, BalanceView};
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_unit};
-use tally_ledger::statement::read_balance_at;
+use tally_projections::balances::{read_balance, BalanceView};
+use tally_projections::statement::read_balance_at;
 
 use super::path::PathText;
 use super::query::QueryParams;

@@ -6,7 +6,7 @@ use axum::extract::{RawQuery, State};
 use axum::Json;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_unit};
-use tally_ledger::statement::{read_statement, StatementView};
+use tally_projections::statement::{read_statement, StatementView};
 
 use super::path::PathText;
 use super::query::QueryParams;

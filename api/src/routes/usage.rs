@@ -7,8 +7,7 @@ use axum::Json;
 use chrono::NaiveDate;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_label};
-use tally_ledger::store::UsageQuery;
-use tally_ledger::usage::{read_usage, Granularity, UsageView, DAY_FORMAT};
+use tally_projections::usage::{read_usage, Granularity, UsageQuery, UsageView, DAY_FORMAT};
 
 use super::path::PathText;
 use super::query::QueryParams;
