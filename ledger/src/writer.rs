@@ -25,7 +25,8 @@ use crate::intent::{EntryKind, Intent};
 use crate::look_ups::{KeyLookUps, KeyTaken};
 use crate::recent::{RecentEntries, DEFAULT_RECENT_ENTRIES_BYTES};
 use crate::stats::Histogram;
-use crate::store::{DecidedWrite, Fence, PendingWrite, Storage, WriterMemory};
+use crate::group::{DecidedWrite, PendingWrite, WriterMemory};
+use crate::store::{Fence, Storage};
 use crate::LedgerError;
 
 #[derive(Debug, Clone, Copy)]
@@ -848,7 +849,7 @@ async fn run(storage: Storage, tenant: String, mut rx: mpsc::UnboundedReceiver<J
         // one is decided from what the writer remembers of the state that
         // group leaves behind. Its write starts once that group's write is
         // done (`start_write`) and commits only if the head is where it was
-        // decided (`store::group::write_ahead`). With no group in flight, the memory holds
+        // decided (`Storage::write_ahead`). With no group in flight, the memory holds
         // the state the last group committed: a group it can answer is
         // decided from it too, and written without a read under the lock
         // (on PostgreSQL as one statement, one round trip instead of four).
@@ -1507,7 +1508,7 @@ mod tests {
             // At most one refusal per writer per `CONTENDED_FOR`, and one
             // more for the refusals of a pipelined pair.
             let windows =
-                started.elapsed().as_secs_f64() / crate::store::CONTENDED_FOR.as_secs_f64();
+                started.elapsed().as_secs_f64() / crate::group::CONTENDED_FOR.as_secs_f64();
             let bound = 2.0 * writers.len() as f64 * (windows.floor() + 1.0);
             assert!(
                 redone as f64 <= bound,
@@ -1534,7 +1535,7 @@ mod tests {
         id: &str,
         seq: i64,
         memory: &mut WriterMemory,
-    ) -> crate::store::PendingWrite {
+    ) -> crate::group::PendingWrite {
         let next = debit(id, "1");
         let DecidedWrite {
             decisions, write, ..

@@ -13,8 +13,7 @@ use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row, Transaction};
 use tally_projections::{AccountBalance, BalanceProjection, PostingSums, Side};
 
 use super::changes::{balance_changes, StoredBalance};
-use super::group::{head_moved, GroupTransaction, GroupWrite};
-use super::memory::Fence;
+use super::transaction::{head_moved, Fence, GroupTransaction, GroupWrite};
 use super::{
     decode_balance, decode_entry, decode_fence, decode_head, fold_hold_row, hold_rows_sql,
     join_folds, merge_postings, AccountRange, BalanceRow, EntryFilter,

@@ -1160,7 +1160,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::decide::Decision;
+    use crate::Decision;
     use crate::intent::Intent;
     use crate::store::EntryFilter;
 
