@@ -90,4 +90,3 @@ pub(crate) async fn ahead(group: Group<'_>, memory: &mut WriterMemory) -> Option
     };
     decide(&mut tx, group, &mut |_, _| {}, memory).await.ok()
 }
-

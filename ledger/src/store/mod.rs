@@ -3,7 +3,7 @@
 //! [`Storage`] is what the rest of tally sees. Each engine keeps its SQL in
 //! its own file. The store does I/O only: a group transaction's reads and
 //! writes are the plain-data primitives of [`transaction`], which the group
-//! (`crate::group`) calls, so both engines run the very same decision code
+//! module calls, so both engines run the very same decision code
 //! and the store never sees a decision.
 
 mod changes;

@@ -1,7 +1,7 @@
 //! The I/O of one group transaction (SPEC §6), the same shape on every
 //! engine: the reads a group needs under the tenant's head lock, and the
 //! rows it writes. What is read and written is decided elsewhere
-//! (`crate::group`); this is plain data in and out.
+//! (in the group module); this is plain data in and out.
 
 use std::future::Future;
 

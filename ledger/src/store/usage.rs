@@ -1160,9 +1160,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::Decision;
     use crate::intent::Intent;
     use crate::store::EntryFilter;
+    use crate::Decision;
 
     fn body(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
         v.as_object().unwrap().clone()
