@@ -111,7 +111,7 @@ async fn two_servers_on_one_database_make_one_entry_per_intent(engine: Engine) {
     assert!(ok, "{out}");
 }
 
-/// Each writer remembers the balances it wrote (ledger/src/store/memory.rs);
+/// Each writer remembers the balances it wrote (ledger/src/group/memory.rs);
 /// another process writing in between must make it read them again.
 async fn servers_taking_turns_on_one_account_never_decide_on_a_stale_balance(engine: Engine) {
     let ledger = Ledger::new(engine).await;

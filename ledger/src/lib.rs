@@ -5,9 +5,16 @@
 //! - [`intent`]: a client's request turned into a validated, fingerprinted intent.
 //! - [`decide`]: the one place where an intent becomes an entry, a replay, a
 //!   conflict or a refusal.
-//! - [`writer`]: the per-tenant group-commit writer that runs decisions.
+//! - [`writer`]: the per-tenant group-commit writer: admission, queues,
+//!   look-ups and the loop that hands groups to [`group`].
+//! - [`group`]: one group transaction: load its state, call [`decide`],
+//!   build its write.
 //! - [`recent`]: recently committed entries, answering retries from memory.
-//! - [`store`]: SQLite and PostgreSQL, each with its SQL beside its code.
+//! - [`store`]: SQLite and PostgreSQL, I/O only, each with its SQL beside
+//!   its code.
+//!
+//! The write path runs one way: writer -> group -> decide, and group ->
+//! store.
 
 pub mod amount;
 pub mod audit;
@@ -20,6 +27,7 @@ pub mod expiry;
 pub mod fields;
 pub mod fingerprint;
 pub mod fold;
+pub mod group;
 pub mod hex_text;
 pub mod intent;
 pub mod keys;
@@ -37,4 +45,5 @@ pub mod writer;
 #[cfg(test)]
 mod test_databases;
 
+pub use decide::Decision;
 pub use error::{Cause, LedgerError};

@@ -1,6 +1,6 @@
 //! Rule state recomputed from the log alone: account settings, holds,
 //! refunded totals and reversals, folded entry by entry the way the writer
-//! changes its records when it appends (`decide.rs`, `append`).
+//! changes its records when it appends (`decide/append.rs`).
 //!
 //! `tally verify` compares the stored `rule_state` rows with this fold and
 //! `tally projections rebuild` writes the fold back; both use [`RuleFold`]

@@ -6,7 +6,7 @@
 
 use sqlx::{PgConnection, PgPool, SqliteConnection, SqlitePool};
 
-use super::group::GroupTransaction;
+use super::transaction::GroupTransaction;
 use super::{PostgresStore, SqliteStore, Storage};
 use crate::balance::AccountBalance;
 use crate::chain::Head;

@@ -1,37 +1,36 @@
 //! The storage engines behind one narrow interface.
 //!
 //! [`Storage`] is what the rest of tally sees. Each engine keeps its SQL in
-//! its own file; the shape of a group transaction is shared in [`group`], so
-//! both engines run the very same decision code.
+//! its own file. The store does I/O only: a group transaction's reads and
+//! writes are the plain-data primitives of [`transaction`], which the group
+//! module calls, so both engines run the very same decision code
+//! and the store never sees a decision.
 
 #[cfg(test)]
 mod durability_tests;
-mod group;
 mod log;
-mod memory;
 mod postgres;
 mod readiness;
 mod rules;
 mod sqlite;
+mod transaction;
 
 use crate::balance::BalanceProjection;
 use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::chain::Head;
-use crate::decide::Decision;
 use crate::entry::{EntryStatus, StoredEntry};
-use crate::intent::{EntryKind, Intent};
+use crate::intent::EntryKind;
 use crate::keys::{ApiKey, StoredApiKey};
 use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
 pub use log::{EngineRef, LockedConnection, TenantLock};
-pub(crate) use memory::Fence;
-pub use memory::{WriterMemory, CONTENDED_FOR, MEMORY_LIMIT};
 pub use postgres::PostgresStore;
 pub use rules::RulesRebuilt;
 pub use sqlite::SqliteStore;
+pub(crate) use transaction::{Fence, GroupTransaction, GroupWrite};
 
 /// Filters of `GET /v1/entries`.
 #[derive(Debug, Clone, Default)]
@@ -188,142 +187,6 @@ impl Storage {
             Storage::Sqlite(s) => s.ping().await,
             Storage::Postgres(s) => s.ping().await,
         }
-    }
-
-    /// Decides `intents` for `tenant` in one transaction (SPEC §6). Either
-    /// every decision is committed or none is, and the error says so.
-    pub async fn commit_group(
-        &self,
-        tenant: &str,
-        intents: &[&Intent],
-    ) -> Result<Vec<Decision>, LedgerError> {
-        self.commit_group_with(
-            tenant,
-            intents,
-            &[],
-            &mut |_, _| {},
-            &mut WriterMemory::default(),
-        )
-        .await
-    }
-
-    /// Like [`Storage::commit_group`], and tells `final_now` (index,
-    /// decision) about each decision that is final before the commit: a
-    /// replay of an entry committed by an earlier transaction. Its caller
-    /// can answer it at once instead of waiting for the group's fsync.
-    /// `memory` is what the tenant's writer remembers between its groups.
-    /// `absent[i]` says the key of `intents[i]` was looked up since the last
-    /// group and held no entry, so the group need not look it up again (if
-    /// it was taken meanwhile, the UNIQUE constraint fails the group, which
-    /// then must be run again with `absent` empty).
-    pub async fn commit_group_with(
-        &self,
-        tenant: &str,
-        intents: &[&Intent],
-        absent: &[bool],
-        final_now: &mut (dyn FnMut(usize, &Decision) + Send),
-        memory: &mut WriterMemory,
-    ) -> Result<Vec<Decision>, LedgerError> {
-        let DecidedWrite {
-            decisions, write, ..
-        } = self
-            .decide_group(tenant, intents, absent, final_now, memory)
-            .await?;
-        if let Err(e) = write.await {
-            // The commit may have happened or not: nothing remembered holds.
-            memory.forget();
-            return Err(e);
-        }
-        Ok(decisions)
-    }
-
-    /// Opens a group transaction, locks the head and decides `intents`
-    /// under it, like [`Storage::commit_group_with`]; returns the decisions
-    /// and, to be run on their own, the write and commit still due on that
-    /// transaction. `memory` already holds what the group leaves behind: if
-    /// the write fails, it must forget.
-    pub(crate) async fn decide_group(
-        &self,
-        tenant: &str,
-        intents: &[&Intent],
-        absent: &[bool],
-        final_now: &mut (dyn FnMut(usize, &Decision) + Send),
-        memory: &mut WriterMemory,
-    ) -> Result<DecidedWrite, LedgerError> {
-        let group = group::Group {
-            tenant,
-            intents,
-            absent,
-        };
-        let decided = match self {
-            Storage::Sqlite(s) => {
-                let mut tx = s.begin_group().await?;
-                group::decide(&mut tx, group, final_now, memory)
-                    .await
-                    .map(|d| DecidedWrite {
-                        decisions: d.decisions,
-                        write: pending_write(tx, d.write),
-                        start: d.start,
-                    })
-            }
-            Storage::Postgres(s) => {
-                let mut tx = s.begin_group().await?;
-                group::decide(&mut tx, group, final_now, memory)
-                    .await
-                    .map(|d| DecidedWrite {
-                        decisions: d.decisions,
-                        write: pending_write(tx, d.write),
-                        start: d.start,
-                    })
-            }
-        };
-        if decided.is_err() {
-            memory.forget();
-        }
-        decided
-    }
-
-    /// Decides `intents` from the writer's memory alone, on top of the
-    /// group still being written (see `group::ahead`); `None` when the
-    /// memory cannot answer every read. The returned write may start at
-    /// once: it waits for the head lock, which the group before holds until
-    /// its commit, and writes nothing unless it finds the head where these
-    /// decisions were made. If it fails, `memory` must forget.
-    pub(crate) async fn decide_ahead(
-        &self,
-        tenant: &str,
-        intents: &[&Intent],
-        absent: &[bool],
-        memory: &mut WriterMemory,
-    ) -> Option<DecidedWrite> {
-        let group = group::Group {
-            tenant,
-            intents,
-            absent,
-        };
-        let decided = group::ahead(group, memory).await?;
-        let start = decided.start;
-        let (storage, tenant) = (self.clone(), tenant.to_owned());
-        let write: PendingWrite = Box::pin(async move {
-            let write = decided.write.as_ref();
-            match &storage {
-                Storage::Sqlite(s) => {
-                    group::write_ahead(s.begin_group().await?, &tenant, decided.start, write).await
-                }
-                Storage::Postgres(s) => match write {
-                    Some(write) => s.write_alone(write).await,
-                    None => {
-                        group::write_ahead(s.begin_group().await?, &tenant, decided.start, None)
-                            .await
-                    }
-                },
-            }
-        });
-        Some(DecidedWrite {
-            decisions: decided.decisions,
-            write,
-            start,
-        })
     }
 
     pub async fn insert_api_key(
@@ -545,36 +408,6 @@ impl Storage {
     }
 }
 
-/// A group's write and commit, ready to run on its own task.
-pub(crate) type PendingWrite =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), LedgerError>> + Send>>;
-
-/// The write of a group decided on `tx`. With nothing to write, `tx` is
-/// committed all the same: that releases the head lock before the group
-/// counts as done, so a group decided ahead, waiting for that lock, goes on
-/// at once (a dropped transaction is rolled back only once its connection
-/// is back in the pool).
-/// A group decided, its write still to run.
-pub(crate) struct DecidedWrite {
-    pub decisions: Vec<Decision>,
-    pub write: PendingWrite,
-    /// The head it was decided on: should the write find a key taken (and
-    /// so write nothing), the writer's memory rewinds to it.
-    pub start: Fence,
-}
-
-fn pending_write<T: group::GroupTransaction + 'static>(
-    tx: T,
-    write: Option<group::GroupWrite>,
-) -> PendingWrite {
-    Box::pin(async move {
-        match write {
-            Some(write) => write.apply(tx).await,
-            None => tx.commit().await,
-        }
-    })
-}
-
 /// Database connections per process unless configured.
 pub const DEFAULT_POOL_SIZE: u32 = 16;
 
@@ -695,14 +528,14 @@ where
 
 /// Decodes a `ledger_heads` row (seq, hash); no row is the empty chain.
 /// The head row as a writer's fence (`SELECT seq, hash, generation`).
-pub(crate) fn decode_fence<'r, R>(row: Option<&'r R>) -> Result<memory::Fence, LedgerError>
+pub(crate) fn decode_fence<'r, R>(row: Option<&'r R>) -> Result<Fence, LedgerError>
 where
     R: Row,
     &'static str: ColumnIndex<R>,
     String: Decode<'r, R::Database> + Type<R::Database>,
     i64: Decode<'r, R::Database> + Type<R::Database>,
 {
-    Ok(memory::Fence {
+    Ok(Fence {
         head: decode_head(row)?,
         generation: match row {
             Some(r) => r.try_get("generation")?,

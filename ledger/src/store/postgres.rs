@@ -11,8 +11,7 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, QueryBuilder, Row, Transaction};
 
-use super::group::{head_moved, GroupTransaction, GroupWrite};
-use super::memory::Fence;
+use super::transaction::{head_moved, Fence, GroupTransaction, GroupWrite};
 use super::{
     decode_balance, decode_entry, decode_fence, decode_head, AccountRange, BalanceRow, EntryFilter,
 };

@@ -11,8 +11,7 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSynchronous};
 use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
 
-use super::group::{head_moved, GroupTransaction, GroupWrite};
-use super::memory::Fence;
+use super::transaction::{head_moved, Fence, GroupTransaction, GroupWrite};
 use super::{
     decode_balance, decode_entry, decode_fence, decode_head, parse_decimal, AccountRange,
     BalanceRow, EntryFilter,

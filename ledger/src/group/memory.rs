@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use crate::balance::AccountBalance;
 
-use crate::chain::Head;
 use crate::state::{StateKey, StateValue};
+use crate::store::Fence;
 
 /// Most accounts, and most rule-state records, remembered per tenant
 /// (~200 bytes each: at most a few tens of MB).
@@ -31,13 +31,6 @@ pub const MEMORY_LIMIT: usize = 100_000;
 /// group decided from memory would nearly always find the head moved and be
 /// decided twice.
 pub const CONTENDED_FOR: Duration = Duration::from_secs(1);
-
-/// The head a memory is valid at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Fence {
-    pub head: Head,
-    pub generation: i64,
-}
 
 /// A remembered value and the head sequence of the group that taught it.
 #[derive(Debug)]
@@ -146,6 +139,7 @@ impl WriterMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chain::Head;
 
     fn fence(seq: i64, generation: i64) -> Fence {
         Fence {

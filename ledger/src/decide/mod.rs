@@ -1,0 +1,123 @@
+//! Where an entry is decided.
+//!
+//! The storage engine loads, under the tenant's head lock, everything a group
+//! of intents can depend on (the head, entries already holding their keys or
+//! referenced by them, the balances and units of the accounts they touch,
+//! the rule state — settings, holds, refunded totals, reversals) into a
+//! [`GroupState`]; [`decide_group`] then decides every intent in order, in
+//! memory, and says what to write. No I/O happens here, so the rules are the
+//! same on every engine and can be tested without a database.
+//!
+//! Each intent becomes a [`Plan`] (which accounts, which amount, which rule
+//! rejects it), then the plan is appended to the chain: a posted entry
+//! applies its effects, a rejected one is stored with its reason and moves
+//! nothing.
+//!
+//! Where each decision lives:
+//! - [`decide_group`] and the order of every check (this file): a key
+//!   already held, settings unchanged, the plan, the unit, the floor, the
+//!   totals, then the append.
+//! - `replay.rs`: replay or conflict of a key that holds an entry
+//!   ([`decide_existing`]).
+//! - `plan.rs`: what an intent would append, dispatched by kind to:
+//!   - `debits.rs`: usage debits, payments, transfers, adjustments;
+//!   - `holds.rs`: holds, captures, releases and expiry;
+//!   - `references.rs`: account settings, refunds, reversals.
+//! - `limits.rs`: totals in the amount domain, units, overdraft floors.
+//! - `append.rs`: the entry, its effects and the chain's new head.
+//! - `state.rs` and `decision.rs`: the state a group is decided on, what it
+//!   writes, and the answer to each intent.
+
+mod append;
+mod debits;
+mod decision;
+mod holds;
+mod limits;
+mod plan;
+mod references;
+mod replay;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use chrono::{DateTime, Utc};
+
+use crate::intent::{Action, EntryKind, Intent};
+
+use append::append;
+use limits::{check_floor, check_unit, new_balances};
+use plan::{plan, Plan, RecordChange};
+
+pub use decision::{Decision, Refusal};
+pub use holds::MAX_HOLD_HORIZON_DAYS;
+pub use limits::TOTAL_OUT_OF_RANGE;
+pub use replay::decide_existing;
+pub use state::{GroupOutcome, GroupState};
+
+/// Decides `intents` in order against `state`, advancing `state` as it goes
+/// (a later intent of the group sees the entries, balances and records of
+/// the earlier ones, so the same key twice in one group is a replay, not a
+/// double post, and a capture sees the hold created just before it).
+pub fn decide_group(
+    state: &mut GroupState,
+    intents: &[&Intent],
+    now: DateTime<Utc>,
+    mut new_entry_id: impl FnMut() -> String,
+) -> GroupOutcome {
+    let mut out = GroupOutcome::default();
+    for intent in intents {
+        let decision = decide_one(state, intent, now, &mut new_entry_id, &mut out);
+        out.decisions.push(decision);
+    }
+    out
+}
+
+/// Decides one intent: the order of every check.
+fn decide_one(
+    state: &mut GroupState,
+    intent: &Intent,
+    now: DateTime<Utc>,
+    new_entry_id: &mut impl FnMut() -> String,
+    out: &mut GroupOutcome,
+) -> Decision {
+    let key = (intent.kind, intent.upstream_id.clone());
+    if intent.kind != EntryKind::AccountSettings {
+        if let Some(existing) = state.existing.get(&key) {
+            return decide_existing(existing, intent);
+        }
+    }
+    if let Action::Settings(change) = &intent.action {
+        if let Some(c) = state.settings(&change.account) {
+            if c.unit == change.unit
+                && c.overdraft == change.overdraft
+                && c.metadata == change.metadata
+            {
+                return Decision::Unchanged(c.clone());
+            }
+        }
+    }
+    let mut plan = match plan(state, intent, now) {
+        Ok(plan) => plan,
+        Err(refusal) => return Decision::Refused(refusal),
+    };
+    for account in [&plan.debit_account, &plan.credit_account] {
+        if let Err(refusal) = check_unit(state, intent, account, &plan.unit) {
+            return Decision::Refused(refusal);
+        }
+    }
+    if plan.rejection.is_none() && plan.checks_floor {
+        check_floor(state, &mut plan);
+    }
+    let balances = if plan.rejection.is_none() {
+        match new_balances(state, &plan) {
+            Ok(balances) => balances,
+            Err(message) => {
+                plan.reject(TOTAL_OUT_OF_RANGE, message);
+                Vec::new()
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    append(state, intent, plan, balances, now, new_entry_id, out)
+}

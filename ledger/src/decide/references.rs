@@ -1,0 +1,159 @@
+//! Intents that refer to what the ledger holds: account settings (the
+//! rules of an account), refunds of a payment, reversals of an entry.
+
+use rust_decimal::Decimal;
+use crate::balance::total;
+
+use crate::amount::canonical;
+use crate::entry::EntryStatus;
+use crate::intent::{EntryKind, Intent, SettingsChange};
+use crate::state::{StateKey, StateValue};
+
+use super::limits::{out_of_range, wide};
+use super::{GroupState, Plan, RecordChange, Refusal};
+
+/// Account settings: unit, overdraft floor and metadata, versioned.
+pub(super) fn settings(state: &GroupState, intent: &Intent, change: &SettingsChange) -> Plan {
+    let current = state.settings(&change.account);
+    let version = current.map_or(1, |c| c.version + 1);
+    let mut p = Plan::new(
+        intent,
+        &change.account,
+        &change.account,
+        &change.account,
+        Decimal::ZERO,
+        &change.unit,
+    );
+    p.upstream_id = format!("{}#{version}", change.account);
+    p.moves_money = false;
+    p.on_posted
+        .push(RecordChange::Settings(change.clone(), version));
+    p
+}
+
+/// A refund of a payment, up to what is left of it to refund.
+pub(super) fn refund(
+    state: &GroupState,
+    intent: &Intent,
+    payment_id: &str,
+    amount: &Decimal,
+) -> Result<Plan, Refusal> {
+    let Some(payment) = state
+        .existing
+        .get(&(EntryKind::Payment, payment_id.to_owned()))
+    else {
+        return Err(Refusal::NotFound {
+            field: "payment_id",
+            id: payment_id.to_owned(),
+        });
+    };
+    let mut p = Plan::new(
+        intent,
+        &payment.account,
+        &payment.credit_account,
+        &payment.debit_account,
+        *amount,
+        &payment.unit,
+    );
+    p.checks_floor = true;
+    let refunded = match state
+        .records
+        .get(&StateKey::Refunded(payment_id.to_owned()))
+    {
+        Some(StateValue::Refunded(d)) => *d,
+        _ => Decimal::ZERO,
+    };
+    let reversed = state
+        .records
+        .contains_key(&StateKey::Reversal(payment.id.clone()));
+    let refundable = if payment.status == EntryStatus::Posted && !reversed {
+        payment.amount
+    } else {
+        Decimal::ZERO
+    };
+    // Added exactly: `checked_add` rounds, and a rounded total
+    // could let a refund exceed its payment by the rounding.
+    let exact_total = &wide(refunded) + &wide(*amount);
+    if exact_total > wide(refundable) {
+        p.reject(
+                "refund_exceeds_payment",
+                format!(
+                    "payment {payment_id} can be refunded {} {} in total ({} already refunded{}); {} more is too much",
+                    canonical(refundable),
+                    payment.unit,
+                    canonical(refunded),
+                    if reversed { ", payment reversed" } else { "" },
+                    canonical(*amount)
+                ),
+            );
+    }
+    match total::add(refunded, *amount) {
+        Some(sum) => p
+            .on_posted
+            .push(RecordChange::SetRefunded(payment_id.to_owned(), sum)),
+        None => {
+            p.total_out_of_range = Some(out_of_range(
+                "the refunded total",
+                &format!("payment {payment_id}"),
+                &exact_total,
+                &payment.unit,
+            ))
+        }
+    }
+    Ok(p)
+}
+
+/// A reversal of a posted entry of a reversible kind, once.
+pub(super) fn reversal(
+    state: &GroupState,
+    intent: &Intent,
+    entry_id: &str,
+) -> Result<Plan, Refusal> {
+    let Some(target) = state.by_id.get(entry_id) else {
+        return Err(Refusal::NotFound {
+            field: "entry_id",
+            id: entry_id.to_owned(),
+        });
+    };
+    let reversible = matches!(
+        target.kind,
+        EntryKind::UsageDebit
+            | EntryKind::Payment
+            | EntryKind::Refund
+            | EntryKind::Adjustment
+            | EntryKind::HoldCapture
+    );
+    if !reversible || target.status != EntryStatus::Posted {
+        let why = if target.status != EntryStatus::Posted {
+            "is a rejected entry; it moved no money".to_owned()
+        } else {
+            format!(
+                "names a {} entry, which cannot be reversed",
+                target.kind.as_str()
+            )
+        };
+        return Err(Refusal::Invalid {
+            field: "entry_id",
+            message: why,
+        });
+    }
+    let mut p = Plan::new(
+        intent,
+        &target.account,
+        &target.credit_account,
+        &target.debit_account,
+        target.amount,
+        &target.unit,
+    );
+    if let Some(StateValue::ReversedBy(by)) =
+        state.records.get(&StateKey::Reversal(entry_id.to_owned()))
+    {
+        p.reject(
+            "already_reversed",
+            format!("entry {entry_id} was already reversed by {by}"),
+        );
+    }
+    p.on_posted
+        .push(RecordChange::Reversed(entry_id.to_owned()));
+    Ok(p)
+}

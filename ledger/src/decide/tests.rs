@@ -1,0 +1,269 @@
+//! Decisions of whole groups, without a database.
+
+#![allow(clippy::unwrap_used)]
+
+use chrono::Utc;
+use rust_decimal::Decimal;
+
+use super::*;
+use crate::chain::Head;
+use crate::state::{StateKey, StateValue};
+use serde_json::json;
+
+fn debit(id: &str, account: &str, amount: &str, unit: &str) -> Intent {
+    Intent::usage_debit(
+        json!({"usage_record_id": id, "account": account, "amount": amount, "unit": unit})
+            .as_object()
+            .unwrap()
+            .clone(),
+    )
+    .unwrap()
+}
+
+fn empty_state() -> GroupState {
+    GroupState::new("t", Head::EMPTY)
+}
+
+fn ids() -> impl FnMut() -> String {
+    let mut n = 0;
+    move || {
+        n += 1;
+        format!("ent_{n}")
+    }
+}
+
+#[test]
+fn a_group_chains_and_collapses_duplicate_keys() {
+    let mut state = empty_state();
+    let a = debit("u1", "c", "1.5", "USD");
+    let a_again = debit("u1", "c", "1.50", "USD");
+    let a_other = debit("u1", "c", "2", "USD");
+    let b = debit("u2", "c", "1", "USD");
+    let out = decide_group(&mut state, &[&a, &a_again, &a_other, &b], Utc::now(), ids());
+    assert_eq!(out.new_entries.len(), 2);
+    let Decision::Created(first) = &out.decisions[0] else {
+        panic!("first is created")
+    };
+    assert_eq!(out.decisions[1], Decision::Replayed(first.clone()));
+    assert_eq!(
+        out.decisions[2],
+        Decision::Conflict {
+            entry_id: first.id.clone(),
+            differing_fields: vec!["amount".into()]
+        }
+    );
+    let second = &out.new_entries[1];
+    assert_eq!((first.seq, second.seq), (1, 2));
+    assert_eq!(first.prev_hash, hex::encode([0u8; 32]));
+    assert_eq!(second.prev_hash, first.hash);
+    assert_eq!(second.balance_after.to_string(), "-2.5");
+    assert_eq!(state.head.seq, 2);
+    assert_eq!(
+        state.balances.unit_total("USD"),
+        rust_decimal::Decimal::ZERO
+    );
+}
+
+#[test]
+fn a_unit_mismatch_is_refused_and_changes_nothing() {
+    let mut state = empty_state();
+    state.account_units.insert("c".into(), "credits".into());
+    let out = decide_group(
+        &mut state,
+        &[&debit("u1", "c", "1", "USD")],
+        Utc::now(),
+        ids(),
+    );
+    assert!(out.new_entries.is_empty());
+    assert!(out.touched.is_empty());
+    assert!(matches!(
+        out.decisions[0],
+        Decision::Refused(Refusal::UnitMismatch {
+            field: "account",
+            ..
+        })
+    ));
+    assert_eq!(state.head, Head::EMPTY);
+}
+
+fn settings(account: &str, overdraft: crate::state::Overdraft) -> Intent {
+    let body = json!({"unit": "USD", "overdraft": overdraft.to_json()});
+    Intent::settings(account, body.as_object().unwrap().clone()).unwrap()
+}
+
+fn payment(id: &str, account: &str, amount: &str) -> Intent {
+    Intent::payment(
+        json!({"payment_id": id, "account": account, "amount": amount, "unit": "USD"})
+            .as_object()
+            .unwrap()
+            .clone(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn debits_of_one_group_are_held_to_the_floor_one_after_another() {
+    let mut state = empty_state();
+    let mut intents = vec![
+        settings("c", crate::state::Overdraft::Forbid),
+        payment("p", "c", "3"),
+    ];
+    for i in 0..5 {
+        intents.push(debit(&format!("u{i}"), "c", "1", "USD"));
+    }
+    let refs: Vec<&Intent> = intents.iter().collect();
+    let out = decide_group(&mut state, &refs, Utc::now(), ids());
+    let statuses: Vec<&str> = out
+        .new_entries
+        .iter()
+        .map(|e| e.rejection_code.as_deref().unwrap_or("posted"))
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            "posted",
+            "posted",
+            "posted",
+            "posted",
+            "posted",
+            "insufficient_funds",
+            "insufficient_funds"
+        ]
+    );
+    assert_eq!(
+        state.balance("c", "USD").available(),
+        rust_decimal::Decimal::ZERO
+    );
+    // Rejections take a seq and chain like any entry.
+    assert_eq!(state.head.seq, 7);
+}
+
+#[test]
+fn a_hold_made_earlier_in_the_group_is_captured_once() {
+    let mut state = empty_state();
+    let hold = Intent::hold(
+        json!({"hold_id": "h", "account": "c", "amount": "5", "unit": "USD", "ttl_seconds": 60})
+            .as_object()
+            .unwrap()
+            .clone(),
+    )
+    .unwrap();
+    let capture = |id: &str| {
+        Intent::capture(
+            "h",
+            json!({"capture_id": id, "amount": "2"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap()
+    };
+    let (c1, c2) = (capture("c1"), capture("c2"));
+    let out = decide_group(&mut state, &[&hold, &c1, &c2], Utc::now(), ids());
+    let codes: Vec<Option<&str>> = out
+        .new_entries
+        .iter()
+        .map(|e| e.rejection_code.as_deref())
+        .collect();
+    assert_eq!(codes, vec![None, None, Some("hold_not_open")]);
+    let b = state.balance("c", "USD");
+    assert_eq!(
+        (b.posted().to_string(), b.held.to_string()),
+        ("-2".into(), "0".into())
+    );
+    assert!(out.touched_records.contains(&StateKey::Hold("h".into())));
+}
+
+#[test]
+fn a_total_leaving_the_amount_domain_is_a_stored_rejection() {
+    let nines = "9999999999999999999999999999";
+    let mut state = empty_state();
+    let a = debit("u1", "c", nines, "USD");
+    let b = debit("u2", "c", nines, "USD");
+    let tiny = payment("p", "c", "0.000000000000000001");
+    let out = decide_group(&mut state, &[&a, &b, &tiny], Utc::now(), ids());
+    let codes: Vec<Option<&str>> = out
+        .new_entries
+        .iter()
+        .map(|e| e.rejection_code.as_deref())
+        .collect();
+    assert_eq!(
+        codes,
+        vec![None, Some(TOTAL_OUT_OF_RANGE), Some(TOTAL_OUT_OF_RANGE)]
+    );
+    let second = &out.new_entries[1];
+    let message = second.rejection_message.as_deref().unwrap();
+    assert!(
+        message.starts_with("debits of c would be 19999999999999999999999999998 USD"),
+        "{message}"
+    );
+    let third = out.new_entries[2].rejection_message.as_deref().unwrap();
+    assert!(
+        third.starts_with(
+            "posted of c would be -9999999999999999999999999998.999999999999999999 USD"
+        ),
+        "{third}"
+    );
+    // Nothing moved: the balance is the first debit's, exactly.
+    let c = state.balance("c", "USD");
+    assert_eq!(c.debits.to_string(), nines);
+    assert!(c.credits.is_zero());
+    assert_eq!(second.balance_after.to_string(), format!("-{nines}"));
+    // @revenue is full too: another account's debit is rejected for it.
+    let other = debit("u3", "d", "1", "USD");
+    let out = decide_group(&mut state, &[&other], Utc::now(), ids());
+    let message = out.new_entries[0].rejection_message.as_deref().unwrap();
+    assert!(
+        message.starts_with("credits of @revenue would be"),
+        "{message}"
+    );
+}
+
+#[test]
+fn refunded_totals_are_added_and_compared_exactly() {
+    let nines = "9999999999999999999999999999";
+    let refund = |id: &str, amount: &str| {
+        Intent::refund(
+            json!({"refund_id": id, "payment_id": "p", "amount": amount})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap()
+    };
+    let mut state = empty_state();
+    decide_group(&mut state, &[&payment("p", "c", nines)], Utc::now(), ids());
+    // A refunded total with a digit at 10^-18: no customer balance can
+    // reach this together with a 28-digit payment, so it is set here.
+    let tiny = Decimal::new(1, 18);
+    state
+        .records
+        .insert(StateKey::Refunded("p".into()), StateValue::Refunded(tiny));
+    let over = refund("r1", nines);
+    let within = refund("r2", "9999999999999999999999999998");
+    let out = decide_group(&mut state, &[&over, &within], Utc::now(), ids());
+    let rejections: Vec<(Option<&str>, &str)> = out
+        .new_entries
+        .iter()
+        .map(|e| {
+            (
+                e.rejection_code.as_deref(),
+                e.rejection_message.as_deref().unwrap_or(""),
+            )
+        })
+        .collect();
+    // 1e-18 + 28 nines exceeds the payment, by less than rust_decimal rounds.
+    assert_eq!(rejections[0].0, Some("refund_exceeds_payment"));
+    assert_eq!(rejections[1].0, Some(TOTAL_OUT_OF_RANGE));
+    assert!(
+        rejections[1].1.starts_with(
+            "the refunded total of payment p would be 9999999999999999999999999998.000000000000000001 USD"
+        ),
+        "{}",
+        rejections[1].1
+    );
+    assert_eq!(
+        state.records.get(&StateKey::Refunded("p".into())),
+        Some(&StateValue::Refunded(tiny))
+    );
+}

@@ -1,0 +1,154 @@
+//! The entry points of the write path on [`Storage`]: a group decided and
+//! committed, a group decided with its write left to run on its own, and a
+//! group decided ahead from the writer's memory.
+
+use crate::decide::Decision;
+use crate::intent::Intent;
+use crate::store::{Fence, GroupTransaction, GroupWrite, Storage};
+use crate::LedgerError;
+
+use super::ahead::ahead;
+use super::memory::WriterMemory;
+use super::run::decide;
+use super::Group;
+
+/// A group's write and commit, ready to run on its own task.
+pub(crate) type PendingWrite =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), LedgerError>> + Send>>;
+
+/// A group decided, its write still to run.
+pub(crate) struct DecidedWrite {
+    pub decisions: Vec<Decision>,
+    pub write: PendingWrite,
+    /// The head it was decided on: should the write find a key taken (and
+    /// so write nothing), the writer's memory rewinds to it.
+    pub start: Fence,
+}
+
+impl Storage {
+    /// Decides `intents` for `tenant` in one transaction (SPEC §6). Either
+    /// every decision is committed or none is, and the error says so.
+    pub async fn commit_group(
+        &self,
+        tenant: &str,
+        intents: &[&Intent],
+    ) -> Result<Vec<Decision>, LedgerError> {
+        self.commit_group_with(
+            tenant,
+            intents,
+            &[],
+            &mut |_, _| {},
+            &mut WriterMemory::default(),
+        )
+        .await
+    }
+
+    /// Like [`Storage::commit_group`], and tells `final_now` (index,
+    /// decision) about each decision that is final before the commit: a
+    /// replay of an entry committed by an earlier transaction. Its caller
+    /// can answer it at once instead of waiting for the group's fsync.
+    /// `memory` is what the tenant's writer remembers between its groups.
+    /// `absent[i]` says the key of `intents[i]` was looked up since the last
+    /// group and held no entry, so the group need not look it up again (if
+    /// it was taken meanwhile, the UNIQUE constraint fails the group, which
+    /// then must be run again with `absent` empty).
+    pub async fn commit_group_with(
+        &self,
+        tenant: &str,
+        intents: &[&Intent],
+        absent: &[bool],
+        final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+        memory: &mut WriterMemory,
+    ) -> Result<Vec<Decision>, LedgerError> {
+        let DecidedWrite {
+            decisions, write, ..
+        } = self
+            .decide_group(tenant, intents, absent, final_now, memory)
+            .await?;
+        if let Err(e) = write.await {
+            // The commit may have happened or not: nothing remembered holds.
+            memory.forget();
+            return Err(e);
+        }
+        Ok(decisions)
+    }
+
+    /// Opens a group transaction, locks the head and decides `intents`
+    /// under it, like [`Storage::commit_group_with`]; returns the decisions
+    /// and, to be run on their own, the write and commit still due on that
+    /// transaction. `memory` already holds what the group leaves behind: if
+    /// the write fails, it must forget.
+    pub(crate) async fn decide_group(
+        &self,
+        tenant: &str,
+        intents: &[&Intent],
+        absent: &[bool],
+        final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+        memory: &mut WriterMemory,
+    ) -> Result<DecidedWrite, LedgerError> {
+        let group = Group {
+            tenant,
+            intents,
+            absent,
+        };
+        let mut tx = self.begin_group().await?;
+        let decided = decide(&mut tx, group, final_now, memory)
+            .await
+            .map(|d| DecidedWrite {
+                decisions: d.decisions,
+                write: pending_write(tx, d.write),
+                start: d.start,
+            });
+        if decided.is_err() {
+            memory.forget();
+        }
+        decided
+    }
+
+    /// Decides `intents` from the writer's memory alone, on top of the
+    /// group still being written (see [`ahead`]); `None` when the
+    /// memory cannot answer every read. The returned write may start at
+    /// once: it waits for the head lock, which the group before holds until
+    /// its commit, and writes nothing unless it finds the head where these
+    /// decisions were made. If it fails, `memory` must forget.
+    pub(crate) async fn decide_ahead(
+        &self,
+        tenant: &str,
+        intents: &[&Intent],
+        absent: &[bool],
+        memory: &mut WriterMemory,
+    ) -> Option<DecidedWrite> {
+        let group = Group {
+            tenant,
+            intents,
+            absent,
+        };
+        let decided = ahead(group, memory).await?;
+        let start = decided.start;
+        let (storage, tenant) = (self.clone(), tenant.to_owned());
+        let write: PendingWrite = Box::pin(async move {
+            storage
+                .write_ahead(&tenant, decided.start, decided.write.as_ref())
+                .await
+        });
+        Some(DecidedWrite {
+            decisions: decided.decisions,
+            write,
+            start,
+        })
+    }
+}
+
+/// The write of a group decided on `tx`. With nothing to write, `tx` is
+/// committed all the same: that releases the head lock before the group
+/// counts as done, so a group decided ahead, waiting for that lock, goes on
+/// at once (a dropped transaction is rolled back only once its connection
+/// is back in the pool).
+fn pending_write<T: GroupTransaction + 'static>(tx: T, write: Option<GroupWrite>) -> PendingWrite {
+    Box::pin(async move {
+        match write {
+            Some(write) => write.apply(tx).await,
+            None => tx.commit().await,
+        }
+    })
+}

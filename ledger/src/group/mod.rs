@@ -1,0 +1,46 @@
+//! One group of a tenant's intents, decided and written in one transaction
+//! (SPEC §6). The write path runs one way: the writer (`crate::writer`)
+//! hands a group here; it is loaded under the tenant's head lock
+//! ([`load`]), decided by [`crate::decide`] ([`run`]), and turned into the
+//! rows it writes ([`build`]); the store (`crate::store`) only reads and
+//! writes those rows, through [`crate::store::GroupTransaction`].
+//!
+//! - [`commit`]: `Storage::commit_group*`, `decide_group`, `decide_ahead`:
+//!   the entry points the writer calls.
+//! - [`ahead`]: a group decided from the writer's memory alone, on top of
+//!   the group still being written.
+//! - [`memory`]: what a tenant's writer remembers between its groups;
+//!   [`remember`] teaches it what a group left behind.
+
+mod ahead;
+mod build;
+mod commit;
+mod load;
+mod memory;
+mod remember;
+mod run;
+
+use crate::decide::Decision;
+use crate::intent::Intent;
+use crate::store::{Fence, GroupWrite};
+
+pub(crate) use commit::{DecidedWrite, PendingWrite};
+pub use memory::{WriterMemory, CONTENDED_FOR, MEMORY_LIMIT};
+
+/// The intents of one group (see `Storage::commit_group_with`).
+pub(crate) struct Group<'a> {
+    pub tenant: &'a str,
+    pub intents: &'a [&'a Intent],
+    /// Per intent (or empty): its key was found free just before.
+    pub absent: &'a [bool],
+}
+
+/// What one group decided, owned, so that its write can run on its own
+/// while the writer decides the next group.
+pub(crate) struct Decided {
+    pub decisions: Vec<Decision>,
+    /// `None` when the group has nothing to write.
+    pub write: Option<GroupWrite>,
+    /// The head the group was decided on.
+    pub start: Fence,
+}

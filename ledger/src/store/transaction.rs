@@ -1,0 +1,265 @@
+//! The I/O of one group transaction (SPEC §6), the same shape on every
+//! engine: the reads a group needs under the tenant's head lock, and the
+//! rows it writes. What is read and written is decided elsewhere
+//! (in the group module); this is plain data in and out.
+
+use std::future::Future;
+
+use crate::balance::AccountBalance;
+
+use crate::chain::Head;
+use crate::entry::StoredEntry;
+use crate::intent::EntryKind;
+use crate::state::{StateKey, StateRow};
+use crate::LedgerError;
+
+use super::postgres::PgGroup;
+use super::sqlite::SqliteGroup;
+use super::Storage;
+
+/// The head a group was decided on, and a writer's memory is valid at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fence {
+    pub head: Head,
+    pub generation: i64,
+}
+
+/// The primitives an engine provides inside one write transaction. Dropping
+/// the value without `commit` rolls everything back.
+pub(crate) trait GroupTransaction: Send {
+    /// Locks the tenant's head row (creating it at seq 0) and reads it. Held
+    /// until commit: it serialises every group of the tenant, across processes.
+    fn lock_head(
+        &mut self,
+        tenant: &str,
+    ) -> impl Future<Output = Result<Fence, LedgerError>> + Send;
+
+    /// Entries already holding one of `keys`.
+    fn entries_with_keys(
+        &mut self,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> impl Future<Output = Result<Vec<StoredEntry>, LedgerError>> + Send;
+
+    /// Stored balances of `accounts`: (account, unit, balance).
+    fn balances_of(
+        &mut self,
+        tenant: &str,
+        accounts: &[&str],
+    ) -> impl Future<Output = Result<Vec<(String, String, AccountBalance)>, LedgerError>> + Send;
+
+    /// Entries with these ids (the targets of reversals).
+    fn entries_by_ids(
+        &mut self,
+        tenant: &str,
+        ids: &[&str],
+    ) -> impl Future<Output = Result<Vec<StoredEntry>, LedgerError>> + Send;
+
+    /// Rule-state rows `(kind, key, value)` for these keys; absent ones are skipped.
+    fn records_of(
+        &mut self,
+        tenant: &str,
+        keys: &[StateKey],
+    ) -> impl Future<Output = Result<Vec<(String, String, String)>, LedgerError>> + Send;
+
+    /// Writes absolute balances (the head lock makes read-then-write safe).
+    fn write_balances(
+        &mut self,
+        tenant: &str,
+        rows: &[(&str, &str, AccountBalance)],
+    ) -> impl Future<Output = Result<(), LedgerError>> + Send;
+
+    /// Everything a group writes: its entries, the balances and records
+    /// they changed, and the head moved from `write.start` to `write.head`.
+    /// Writes nothing and fails if the head is not at `write.start` (another
+    /// group or process appended, or a rebuild bumped the generation). An
+    /// engine may send it as one statement.
+    fn write_group(
+        &mut self,
+        write: &GroupWrite,
+    ) -> impl Future<Output = Result<(), LedgerError>> + Send;
+
+    fn commit(self) -> impl Future<Output = Result<(), LedgerError>> + Send;
+}
+
+/// The rows one group writes (see [`GroupTransaction::write_group`]).
+pub(crate) struct GroupWrite {
+    pub tenant: String,
+    /// The entries to insert, in seq order.
+    pub entries: Vec<StoredEntry>,
+    /// Absolute balances to upsert: (account, unit, balance).
+    pub balances: Vec<(String, String, AccountBalance)>,
+    /// Rule-state rows to upsert.
+    pub records: Vec<StateRow>,
+    /// The head the group was decided on: it writes only on top of it.
+    pub start: Fence,
+    /// The head it leaves.
+    pub head: Head,
+}
+
+/// The head of a group's write was not the one it was decided on.
+pub(crate) fn head_moved() -> LedgerError {
+    LedgerError::Unavailable("the head moved under a group decided ahead".to_owned())
+}
+
+impl GroupWrite {
+    /// Writes the group and commits it.
+    pub(crate) async fn apply<T: GroupTransaction>(&self, mut tx: T) -> Result<(), LedgerError> {
+        let started = std::time::Instant::now();
+        tx.write_group(self).await?;
+        let written = started.elapsed();
+        tx.commit().await?;
+        tracing::debug!(
+            entries = self.entries.len(),
+            write_ms = written.as_secs_f64() * 1e3,
+            commit_ms = (started.elapsed() - written).as_secs_f64() * 1e3,
+            "group written"
+        );
+        Ok(())
+    }
+
+    /// The absolute balances it writes, borrowed.
+    pub(super) fn balance_rows(&self) -> Vec<(&str, &str, AccountBalance)> {
+        self.balances
+            .iter()
+            .map(|(a, u, b)| (a.as_str(), u.as_str(), b.clone()))
+            .collect()
+    }
+}
+
+/// Writes a group decided ahead from the writer's memory on `tx`: only if the head is still the one it was decided on — the group
+/// before it committed and nobody else appended or rebuilt since — else
+/// nothing is written and the writer decides the group again.
+async fn write_ahead<T: GroupTransaction>(
+    mut tx: T,
+    tenant: &str,
+    start: Fence,
+    write: Option<&GroupWrite>,
+) -> Result<(), LedgerError> {
+    match write {
+        // Its write refuses a head that is not `start`.
+        Some(write) => write.apply(tx).await,
+        None => {
+            // Its refusals were decided on the state it checks now.
+            if tx.lock_head(tenant).await? != start {
+                return Err(head_moved());
+            }
+            tx.commit().await
+        }
+    }
+}
+
+/// A group transaction of either engine.
+pub(crate) struct EngineGroup(Engine);
+
+enum Engine {
+    Sqlite(SqliteGroup),
+    Postgres(PgGroup),
+}
+
+impl GroupTransaction for EngineGroup {
+    async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
+        match &mut self.0 {
+            Engine::Sqlite(g) => g.lock_head(tenant).await,
+            Engine::Postgres(g) => g.lock_head(tenant).await,
+        }
+    }
+
+    async fn entries_with_keys(
+        &mut self,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        match &mut self.0 {
+            Engine::Sqlite(g) => g.entries_with_keys(tenant, keys).await,
+            Engine::Postgres(g) => g.entries_with_keys(tenant, keys).await,
+        }
+    }
+
+    async fn balances_of(
+        &mut self,
+        tenant: &str,
+        accounts: &[&str],
+    ) -> Result<Vec<(String, String, AccountBalance)>, LedgerError> {
+        match &mut self.0 {
+            Engine::Sqlite(g) => g.balances_of(tenant, accounts).await,
+            Engine::Postgres(g) => g.balances_of(tenant, accounts).await,
+        }
+    }
+
+    async fn entries_by_ids(
+        &mut self,
+        tenant: &str,
+        ids: &[&str],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        match &mut self.0 {
+            Engine::Sqlite(g) => g.entries_by_ids(tenant, ids).await,
+            Engine::Postgres(g) => g.entries_by_ids(tenant, ids).await,
+        }
+    }
+
+    async fn records_of(
+        &mut self,
+        tenant: &str,
+        keys: &[StateKey],
+    ) -> Result<Vec<(String, String, String)>, LedgerError> {
+        match &mut self.0 {
+            Engine::Sqlite(g) => g.records_of(tenant, keys).await,
+            Engine::Postgres(g) => g.records_of(tenant, keys).await,
+        }
+    }
+
+    async fn write_balances(
+        &mut self,
+        tenant: &str,
+        rows: &[(&str, &str, AccountBalance)],
+    ) -> Result<(), LedgerError> {
+        match &mut self.0 {
+            Engine::Sqlite(g) => GroupTransaction::write_balances(g, tenant, rows).await,
+            Engine::Postgres(g) => GroupTransaction::write_balances(g, tenant, rows).await,
+        }
+    }
+
+    async fn write_group(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
+        match &mut self.0 {
+            Engine::Sqlite(g) => g.write_group(write).await,
+            Engine::Postgres(g) => g.write_group(write).await,
+        }
+    }
+
+    async fn commit(self) -> Result<(), LedgerError> {
+        match self.0 {
+            Engine::Sqlite(g) => g.commit().await,
+            Engine::Postgres(g) => g.commit().await,
+        }
+    }
+}
+
+impl Storage {
+    /// Opens a group transaction; nothing is locked until
+    /// [`GroupTransaction::lock_head`].
+    pub(crate) async fn begin_group(&self) -> Result<EngineGroup, LedgerError> {
+        Ok(EngineGroup(match self {
+            Storage::Sqlite(s) => Engine::Sqlite(s.begin_group().await?),
+            Storage::Postgres(s) => Engine::Postgres(s.begin_group().await?),
+        }))
+    }
+
+    /// Writes a group decided ahead, on top of `start` only (see
+    /// [`write_ahead`]). PostgreSQL sends a group with rows as one
+    /// statement of its own.
+    pub(crate) async fn write_ahead(
+        &self,
+        tenant: &str,
+        start: Fence,
+        write: Option<&GroupWrite>,
+    ) -> Result<(), LedgerError> {
+        match self {
+            Storage::Sqlite(s) => write_ahead(s.begin_group().await?, tenant, start, write).await,
+            Storage::Postgres(s) => match write {
+                Some(write) => s.write_alone(write).await,
+                None => write_ahead(s.begin_group().await?, tenant, start, None).await,
+            },
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! How the writers are bounded and tuned.
+
+use std::time::Duration;
+
+use crate::recent::DEFAULT_RECENT_ENTRIES_BYTES;
+
+#[derive(Debug, Clone, Copy)]
+pub struct WriterConfig {
+    /// Most intents decided in one transaction.
+    pub max_group: usize,
+    /// Most intents waiting per tenant before callers are turned away.
+    pub queue_capacity: usize,
+    /// How long a writer waits for more intents before committing a group
+    /// smaller than `max_group`. Zero (the default) commits at once: groups
+    /// then form naturally from what arrived during the previous commit.
+    pub linger: Duration,
+    /// A tenant's writer that received nothing for this long stops; the
+    /// tenant's next request starts a new one (with nothing remembered).
+    pub idle_after: Duration,
+    /// Once this many keys in a row were looked up and found free, keys are
+    /// no longer looked up before the writer: the UNIQUE constraint on the
+    /// key is the look-up, and a taken key fails its group, which is then
+    /// decided again with every key looked up (and look-ups resume). Zero
+    /// always looks keys up. See `crate::look_ups::KeyLookUps`.
+    pub skip_look_ups_after: usize,
+    /// Bytes of recently committed entries held to answer retries without
+    /// the writer or the database (`crate::recent::RecentEntries`); zero holds none.
+    pub recent_entries_bytes: usize,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        Self {
+            max_group: 1_000,
+            queue_capacity: 10_000,
+            linger: Duration::ZERO,
+            idle_after: DEFAULT_IDLE_AFTER,
+            skip_look_ups_after: DEFAULT_SKIP_LOOK_UPS_AFTER,
+            recent_entries_bytes: DEFAULT_RECENT_ENTRIES_BYTES,
+        }
+    }
+}
+
+/// Free keys in a row after which keys are no longer looked up before the
+/// writer (see [`WriterConfig::skip_look_ups_after`]): a run of new keys
+/// this long makes a replay in the next group unlikely, and a replay that
+/// does come costs one group decided twice, against the look-up of every
+/// one of these keys it saves.
+pub const DEFAULT_SKIP_LOOK_UPS_AFTER: usize = 1_000;
+
+/// How long a tenant's writer waits for work before it stops.
+pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(60);

@@ -1,0 +1,333 @@
+//! A tenant's writer task: gathers jobs into groups, has each decided
+//! (`crate::group`), ahead of the write before it when the writer's memory
+//! allows, and starts its write on its own task.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::decide::Decision;
+use crate::group::{DecidedWrite, PendingWrite, WriterMemory};
+use crate::intent::Intent;
+use crate::store::{Fence, Storage};
+use crate::LedgerError;
+
+use super::answers::Answers;
+use super::finish::Finished;
+use super::{Job, Stage, WriterConfig};
+
+/// A group whose decisions are made, to be answered once its write is done.
+pub(super) struct DecidedGroup {
+    pub(super) decisions: Vec<Decision>,
+    pub(super) answers: Answers,
+    /// Kept to decide the group again should its write fail.
+    pub(super) job_intents: Vec<Vec<Intent>>,
+    /// Decided from memory, with no read under the head lock.
+    pub(super) ahead: bool,
+    /// Decided while the group before it was not yet answered, on top of
+    /// what that group's write was to leave.
+    pub(super) on_top: bool,
+    /// The head it was decided on (`None`: its decision failed).
+    pub(super) start: Option<Fence>,
+    pub(super) size: usize,
+    pub(super) started: Instant,
+}
+
+/// A decided group whose write and commit run on their own task, while the
+/// writer decides the next group.
+pub(super) struct InFlight {
+    pub(super) write: tokio::task::JoinHandle<Result<(), LedgerError>>,
+    /// Fires when the write is done (see [`start_write`]).
+    pub(super) done: Option<oneshot::Receiver<()>>,
+    pub(super) group: DecidedGroup,
+}
+
+/// Starts a group's write on its own task. With `after` (the write of the
+/// group before, still running), it begins only once that one is done:
+/// started at once, it would overtake it — tokio runs the task spawned last
+/// first, and a group decided from memory is spawned microseconds after the
+/// one before — find the head where that group had not yet moved it, write
+/// nothing and be decided a second time. Waiting costs one round trip: the
+/// write is a single statement once the head is where it expects.
+pub(super) fn start_write(
+    write: PendingWrite,
+    after: Option<oneshot::Receiver<()>>,
+) -> InFlightWrite {
+    let (done, done_rx) = oneshot::channel();
+    let handle = tokio::spawn(async move {
+        if let Some(after) = after {
+            // Dropped unsent (a write task that stopped) counts as done.
+            let _ = after.await;
+        }
+        let written = write.await;
+        let _ = done.send(());
+        written
+    });
+    (handle, Some(done_rx))
+}
+
+type InFlightWrite = (
+    tokio::task::JoinHandle<Result<(), LedgerError>>,
+    Option<oneshot::Receiver<()>>,
+);
+
+/// What the writer waits for.
+enum Next {
+    Job(Option<Job>),
+    Written(Result<(), LedgerError>),
+}
+
+/// The outcome of a write task; one that stopped did not commit.
+pub(super) fn joined(
+    written: Result<Result<(), LedgerError>, tokio::task::JoinError>,
+) -> Result<(), LedgerError> {
+    written.unwrap_or_else(|e| {
+        let message = format!("a group write stopped: {e}");
+        // A panic is a bug, which the same request would hit again.
+        Err(if e.is_panic() {
+            LedgerError::Permanent {
+                cause: crate::Cause::Other,
+                message,
+            }
+        } else {
+            LedgerError::Unavailable(message)
+        })
+    })
+}
+
+pub(super) async fn run(
+    storage: Storage,
+    tenant: String,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+    stage: Stage,
+) {
+    let Stage {
+        pending,
+        config,
+        stats,
+        key_taken,
+    } = stage;
+    let finished = Finished {
+        storage: &storage,
+        tenant: &tenant,
+        pending: &pending,
+        stats: &stats,
+        key_taken,
+        failed_before: AtomicBool::new(false),
+    };
+    // A job that did not fit into the previous group starts the next one.
+    let mut carry: Option<Job> = None;
+    let mut memory = WriterMemory::default();
+    // The group being written, if any: the next one is decided meanwhile.
+    let mut in_flight: Option<InFlight> = None;
+    loop {
+        let first = match carry.take() {
+            Some(job) => job,
+            None => {
+                let next = match in_flight.as_mut() {
+                    None => Next::Job(rx.recv().await),
+                    Some(f) => tokio::select! {
+                        biased;
+                        written = &mut f.write => Next::Written(joined(written)),
+                        job = rx.recv() => Next::Job(job),
+                    },
+                };
+                match next {
+                    Next::Job(Some(job)) => job,
+                    Next::Written(written) => {
+                        if let Some(f) = in_flight.take() {
+                            finished.answer(f.group, written, &mut memory).await;
+                        }
+                        continue;
+                    }
+                    Next::Job(None) => {
+                        if let Some(f) = in_flight.take() {
+                            finished.settle(f, &mut memory).await;
+                        }
+                        return;
+                    }
+                }
+            }
+        };
+        let mut size = first.intents.len();
+        let mut jobs = vec![first];
+        gather(
+            &mut rx,
+            &mut jobs,
+            &mut size,
+            &mut carry,
+            config,
+            config.linger,
+        )
+        .await;
+        // Only a full group is decided ahead. One that can still grow waits
+        // for the write before it, and what arrives meanwhile joins it, as
+        // before pipelining: deciding it at once split single requests at
+        // 64 clients into more, smaller transactions (20 intents a group
+        // instead of 29) and cost throughput (docs/performance-history.md).
+        if carry.is_none() && size < config.max_group {
+            if let Some(before) = in_flight.take() {
+                finished.settle(before, &mut memory).await;
+                gather(
+                    &mut rx,
+                    &mut jobs,
+                    &mut size,
+                    &mut carry,
+                    config,
+                    Duration::ZERO,
+                )
+                .await;
+            }
+        }
+
+        let mut job_intents = Vec::with_capacity(jobs.len());
+        let mut replies = Vec::with_capacity(jobs.len());
+        let mut absent = Vec::with_capacity(size);
+        for job in jobs {
+            if job.absent.len() == job.intents.len() {
+                absent.extend(job.absent);
+            } else {
+                absent.extend(std::iter::repeat_n(false, job.intents.len()));
+            }
+            job_intents.push(job.intents);
+            replies.push(job.reply);
+        }
+        let started = Instant::now();
+        let mut answers = Answers::new(&job_intents, replies);
+        let intents: Vec<&Intent> = job_intents.iter().flatten().collect();
+
+        // Pipelining: while the group before is written and committed, this
+        // one is decided from what the writer remembers of the state that
+        // group leaves behind. Its write starts once that group's write is
+        // done (`start_write`) and commits only if the head is where it was
+        // decided (`Storage::write_ahead`). With no group in flight, the memory holds
+        // the state the last group committed: a group it can answer is
+        // decided from it too, and written without a read under the lock
+        // (on PostgreSQL as one statement, one round trip instead of four).
+        // Not while another process appends to the tenant: a group decided
+        // from memory would find the head moved and be decided twice.
+        let mut before = in_flight.take();
+        let ahead = if memory.contended() {
+            None
+        } else {
+            storage
+                .decide_ahead(&tenant, &intents, &absent, &mut memory)
+                .await
+        };
+        match ahead {
+            Some(DecidedWrite {
+                decisions,
+                write,
+                start,
+            }) => {
+                drop(intents);
+                let on_top = before.is_some();
+                // Its write starts once the write before is done, not once
+                // it is known to have committed: if it failed, the head is
+                // elsewhere and this one writes nothing.
+                let after = before.as_mut().and_then(|b| b.done.take());
+                let (write, done) = start_write(write, after);
+                if let Some(before) = before {
+                    finished.settle(before, &mut memory).await;
+                }
+                stats.decided_ahead.fetch_add(1, Ordering::Relaxed);
+                let group = DecidedGroup {
+                    decisions,
+                    answers,
+                    job_intents,
+                    ahead: true,
+                    on_top,
+                    start: Some(start),
+                    size,
+                    started,
+                };
+                in_flight = Some(InFlight { write, done, group });
+                continue;
+            }
+            // This group needs the database: it is decided under the head
+            // lock, once the group before is done.
+            None => {
+                if let Some(before) = before {
+                    finished.settle(before, &mut memory).await;
+                }
+            }
+        }
+        let decided = storage
+            .decide_group(
+                &tenant,
+                &intents,
+                &absent,
+                &mut |i, d| answers.decided(i, d),
+                &mut memory,
+            )
+            .await;
+        drop(intents);
+        let DecidedWrite {
+            decisions,
+            write,
+            start,
+        } = match decided {
+            Ok(decided) => decided,
+            Err(e) => {
+                // Nothing was written: decided again at once, like a group
+                // whose write failed.
+                let group = DecidedGroup {
+                    decisions: Vec::new(),
+                    answers,
+                    job_intents,
+                    ahead: false,
+                    on_top: false,
+                    start: None,
+                    size,
+                    started,
+                };
+                finished.answer(group, Err(e), &mut memory).await;
+                continue;
+            }
+        };
+        let group = DecidedGroup {
+            decisions,
+            answers,
+            job_intents,
+            ahead: false,
+            on_top: false,
+            start: Some(start),
+            size,
+            started,
+        };
+        let (write, done) = start_write(write, None);
+        in_flight = Some(InFlight { write, done, group });
+    }
+}
+
+/// Adds the jobs waiting in `rx` to `jobs`, up to `max_group` intents
+/// (a job that does not fit is left in `carry` for the next group),
+/// waiting up to `linger` for more.
+pub(super) async fn gather(
+    rx: &mut mpsc::UnboundedReceiver<Job>,
+    jobs: &mut Vec<Job>,
+    size: &mut usize,
+    carry: &mut Option<Job>,
+    config: WriterConfig,
+    linger: Duration,
+) {
+    let deadline = Instant::now() + linger;
+    while *size < config.max_group && carry.is_none() {
+        let next = match rx.try_recv() {
+            Ok(job) => Some(job),
+            Err(_) if linger.is_zero() => None,
+            Err(_) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                tokio::time::timeout(left, rx.recv()).await.ok().flatten()
+            }
+        };
+        let Some(job) = next else { break };
+        if *size + job.intents.len() > config.max_group {
+            *carry = Some(job);
+            break;
+        }
+        *size += job.intents.len();
+        jobs.push(job);
+    }
+}

@@ -1,0 +1,170 @@
+//! The tenants with a writer in this process: one look-up task and one
+//! writer task per active tenant, started on its first request and retired
+//! after `idle_after` without work.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use tokio::sync::mpsc;
+
+use crate::look_ups::KeyTaken;
+use crate::recent::RecentEntries;
+use crate::store::Storage;
+
+use super::group_loop::run;
+use super::look_up::look_up;
+use super::stats::{QueueDepth, WriterStats};
+use super::{Job, Stage, WriterConfig};
+
+pub(super) struct TenantQueue {
+    pub(super) sender: mpsc::UnboundedSender<Job>,
+    /// Intents queued or being decided; bounded by `queue_capacity`.
+    pub(super) pending: Arc<AtomicUsize>,
+}
+
+/// Hands intents to their tenant's writer.
+#[derive(Clone)]
+pub struct Writers {
+    pub(super) storage: Storage,
+    pub(super) config: WriterConfig,
+    pub(super) queues: Arc<Queues>,
+    pub(super) stats: Arc<WriterStats>,
+    pub(super) recent: Arc<RecentEntries>,
+}
+
+/// The tenants with a writer in this process. Jobs are sent to a tenant's
+/// queue with this lock held, and a writer retires only with it held and its
+/// queue empty: no job can be sent to a writer that has gone.
+pub(super) type Queues = Mutex<HashMap<String, TenantQueue>>;
+
+impl Writers {
+    pub fn new(storage: Storage, config: WriterConfig) -> Self {
+        Self {
+            storage,
+            config,
+            queues: Arc::default(),
+            stats: Arc::default(),
+            recent: Arc::new(RecentEntries::new(config.recent_entries_bytes)),
+        }
+    }
+
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    pub fn stats(&self) -> &WriterStats {
+        &self.stats
+    }
+
+    /// The entries held to answer retries.
+    pub fn recent(&self) -> &RecentEntries {
+        &self.recent
+    }
+
+    pub fn config(&self) -> WriterConfig {
+        self.config
+    }
+
+    /// How many intents wait, now; reads one atomic per tenant.
+    pub fn queue_depth(&self) -> QueueDepth {
+        let queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let mut depth = QueueDepth {
+            tenants: queues.len(),
+            ..QueueDepth::default()
+        };
+        for queue in queues.values() {
+            let n = queue.pending.load(Ordering::Acquire);
+            depth.total += n;
+            depth.max = depth.max.max(n);
+        }
+        depth
+    }
+}
+
+impl Writers {
+    pub(super) fn queue<'a>(
+        &self,
+        queues: &'a mut HashMap<String, TenantQueue>,
+        tenant: &str,
+    ) -> &'a TenantQueue {
+        let alive = queues
+            .get(tenant)
+            .map(|q| !q.sender.is_closed())
+            .unwrap_or(false);
+        if !alive {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            let (to_writer, writer_queue) = mpsc::unbounded_channel();
+            let pending = Arc::new(AtomicUsize::new(0));
+            let key_taken = KeyTaken::default();
+            tokio::spawn(look_up(
+                self.storage.clone(),
+                tenant.to_owned(),
+                receiver,
+                to_writer,
+                Stage {
+                    pending: pending.clone(),
+                    config: self.config,
+                    stats: self.stats.clone(),
+                    key_taken: key_taken.clone(),
+                },
+                Arc::downgrade(&self.queues),
+            ));
+            tokio::spawn(run(
+                self.storage.clone(),
+                tenant.to_owned(),
+                writer_queue,
+                Stage {
+                    pending: pending.clone(),
+                    config: self.config,
+                    stats: self.stats.clone(),
+                    key_taken: key_taken.clone(),
+                },
+            ));
+            queues.insert(tenant.to_owned(), TenantQueue { sender, pending });
+        }
+        // Present: either it was alive or it was inserted just above.
+        &queues[tenant]
+    }
+}
+
+/// The next job of a tenant's look-up task; `None` once its channel closed
+/// or the tenant's writer retired after `idle_after` without work.
+pub(super) async fn next_job(
+    rx: &mut mpsc::UnboundedReceiver<Job>,
+    tenant: &str,
+    pending: &Arc<AtomicUsize>,
+    stats: &WriterStats,
+    config: WriterConfig,
+    queues: &Weak<Queues>,
+) -> Option<Job> {
+    loop {
+        let Ok(job) = tokio::time::timeout(config.idle_after, rx.recv()).await else {
+            let Some(queues) = queues.upgrade() else {
+                continue;
+            };
+            let mut queues = queues.lock().unwrap_or_else(|p| p.into_inner());
+            // Jobs are sent with this lock held: whatever was sent before it
+            // was taken is in the channel now, and nothing more can be.
+            match rx.try_recv() {
+                Ok(job) => return Some(job),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) => {}
+            }
+            if pending.load(Ordering::Acquire) > 0 {
+                // The writer is still deciding what it was handed.
+                continue;
+            }
+            if queues
+                .get(tenant)
+                .is_some_and(|q| Arc::ptr_eq(&q.pending, pending))
+            {
+                queues.remove(tenant);
+            }
+            stats.idle_writers_stopped.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(tenant, "idle writer stopped");
+            return None;
+        };
+        return job;
+    }
+}

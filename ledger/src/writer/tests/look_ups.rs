@@ -1,0 +1,154 @@
+//! Keys looked up before the writer: replays and conflicts answered there,
+//! a key taken since its look-up replayed by the group.
+
+use super::*;
+
+/// A key found free before the writer and taken before its group: the
+/// UNIQUE constraint refuses the second entry, and the retry, looking
+/// the key up under the lock, answers a replay.
+#[tokio::test]
+async fn a_key_taken_after_the_look_up_is_replayed_not_posted_twice() {
+    let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+    let first = debit("u1", "1");
+    storage.commit_group("t", &[&first]).await.unwrap();
+
+    let again = debit("u1", "1");
+    let mut memory = WriterMemory::default();
+    let stale = storage
+        .commit_group_with("t", &[&again], &[true], &mut |_, _| {}, &mut memory)
+        .await;
+    assert!(
+        matches!(&stale, Err(LedgerError::Database(e)) if is_unique_violation(e)),
+        "{stale:?}"
+    );
+    assert_eq!(entries(&storage).await, 1);
+
+    let decisions = commit_with_retry(
+        &storage,
+        "t",
+        &[&again],
+        &[true],
+        &mut |_, _| {},
+        &mut memory,
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(&decisions[..], [Decision::Replayed(e)] if e.seq == 1),
+        "{decisions:?}"
+    );
+    assert_eq!(entries(&storage).await, 1);
+}
+
+/// Runs the look-up task over `requests` until they are all handled:
+/// their answers, what reached the writer, and how many were answered
+/// before it.
+async fn look_up_alone(
+    storage: &Storage,
+    requests: Vec<Vec<Intent>>,
+) -> (Vec<Option<Vec<Decision>>>, Vec<Job>, u64) {
+    let (to_look_up, queue) = mpsc::unbounded_channel();
+    let (to_writer, mut writer_queue) = mpsc::unbounded_channel();
+    let stage = Stage {
+        pending: Arc::new(AtomicUsize::new(requests.iter().map(Vec::len).sum())),
+        config: WriterConfig::default(),
+        stats: Arc::default(),
+        key_taken: KeyTaken::default(),
+    };
+    let stats = stage.stats.clone();
+    let mut answers = Vec::new();
+    for intents in requests {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            intents,
+            absent: Vec::new(),
+            reply,
+        };
+        to_look_up.send(job).unwrap();
+        answers.push(answer);
+    }
+    drop(to_look_up);
+    look_up(
+        storage.clone(),
+        "t".to_owned(),
+        queue,
+        to_writer,
+        stage,
+        Weak::new(),
+    )
+    .await;
+    let mut forwarded = Vec::new();
+    while let Some(job) = writer_queue.recv().await {
+        forwarded.push(job);
+    }
+    let mut answered = Vec::new();
+    for mut answer in answers {
+        answered.push(answer.try_recv().ok().map(Result::unwrap));
+    }
+    let before = stats.answered_before_group.load(Ordering::Relaxed);
+    (answered, forwarded, before)
+}
+
+/// Replays and conflicts of committed entries are answered before the
+/// writer; a request mixing them with a new intent goes to the writer
+/// with only the free key marked.
+#[tokio::test]
+async fn committed_keys_are_answered_before_the_writer() {
+    let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+    storage
+        .commit_group("t", &[&debit("u1", "1")])
+        .await
+        .unwrap();
+    let requests = || {
+        vec![
+            vec![debit("u1", "1")],
+            vec![debit("u1", "2")],
+            vec![debit("u1", "1"), debit("u2", "1")],
+        ]
+    };
+
+    let (answered, forwarded, before) = look_up_alone(&storage, requests()).await;
+    assert!(
+        matches!(answered[0].as_deref(), Some([Decision::Replayed(_)])),
+        "{answered:?}"
+    );
+    assert!(
+        matches!(answered[1].as_deref(), Some([Decision::Conflict { .. }])),
+        "{answered:?}"
+    );
+    assert!(
+        answered[2].is_none(),
+        "the mixed request waits for the writer"
+    );
+    assert_eq!(forwarded.len(), 1);
+    assert_eq!(forwarded[0].absent, vec![false, true]);
+    assert_eq!(before, 2);
+}
+
+/// Through the writers, sequential requests get the same answers
+/// whichever path they take.
+#[tokio::test]
+async fn replays_and_conflicts_through_the_writers() {
+    let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
+    let writers = Writers::new(storage.clone(), nothing_recent());
+    writers.decide("t", debit("u1", "1")).await.unwrap();
+    let replay = writers.decide("t", debit("u1", "1")).await.unwrap();
+    assert!(matches!(replay, Decision::Replayed(_)), "{replay:?}");
+    let conflict = writers.decide("t", debit("u1", "2")).await.unwrap();
+    assert!(
+        matches!(conflict, Decision::Conflict { .. }),
+        "{conflict:?}"
+    );
+    replay_of_u1_and_new_u2(&writers).await;
+    let stats = writers.stats();
+    assert_eq!(
+        stats.intents.load(Ordering::Relaxed) as u64
+            + stats.answered_before_group.load(Ordering::Relaxed),
+        5
+    );
+    // A request of replays and conflicts opens no transaction, even
+    // with the writer idle: only the two requests with a new key did.
+    assert_eq!(stats.groups.load(Ordering::Relaxed), 2);
+    assert_eq!(stats.answered_before_group.load(Ordering::Relaxed), 2);
+    assert_eq!(entries(&storage).await, 2);
+}
