@@ -17,12 +17,14 @@ use tally_ledger::names::check_any_account;
 use tally_ledger::state::{AccountSettings, Overdraft, StateKey, StateValue};
 use tally_ledger::LedgerError;
 
+use super::answer;
 use super::path::PathText;
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::openapi::schemas::{self, AccountSettingsRequest, Metadata, Problem};
-use crate::problem::{answer, ApiError};
-use crate::server::AppState;
+use crate::problem::ApiError;
+use crate::requests::{self, AccountSettingsRequest, Metadata};
+use crate::state::AppState;
+use crate::views::Problem;
 
 /// An account: its settings and its current balance.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -37,7 +39,7 @@ pub struct AccountView {
     account: String,
     unit: String,
     /// `"allow"`, `"forbid"` or `{"limit": "<amount>"}`.
-    #[schema(value_type = schemas::Overdraft)]
+    #[schema(value_type = requests::Overdraft)]
     overdraft: Value,
     #[schema(value_type = Option<Metadata>, required = true)]
     metadata: Option<Map<String, Value>>,
@@ -75,7 +77,9 @@ pub async fn put_account(
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Admin)?;
     let account = account.into_inner();
-    let intent = Intent::settings(&account, body).map_err(ApiError::Invalid)?;
+    let intent = requests::read::<AccountSettingsRequest>(body)
+        .and_then(|fields| Intent::settings(&account, fields))
+        .map_err(ApiError::Invalid)?;
     match app.writers.decide(caller.tenant(), intent).await? {
         Decision::Created(_) | Decision::Unchanged(_) => {
             Ok(Json(account_view(&app, caller.tenant(), &account).await?).into_response())

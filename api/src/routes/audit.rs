@@ -15,9 +15,10 @@ use tally_ledger::keys::Scope;
 
 use super::query::QueryParams;
 use crate::auth::Caller;
-use crate::openapi::schemas::{ExportQuery, Problem};
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::ExportQuery;
+use crate::state::AppState;
+use crate::views::Problem;
 
 /// Streams the caller's log, `from_seq` (default 1) to `to_seq` (default
 /// the head), as JSONL (default) or CSV. The range is fixed when the

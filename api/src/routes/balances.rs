@@ -10,9 +10,10 @@ use tally_ledger::statement::read_balance_at;
 use super::path::PathText;
 use super::query::QueryParams;
 use crate::auth::Caller;
-use crate::openapi::schemas::{BalanceQuery, Problem};
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::BalanceQuery;
+use crate::state::AppState;
+use crate::views::Problem;
 
 #[utoipa::path(
     get,

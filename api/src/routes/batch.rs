@@ -13,11 +13,13 @@ use tally_ledger::fields::ValidationErrors;
 use tally_ledger::intent::{EntryKind, Intent};
 use tally_ledger::keys::Scope;
 
+use super::{answer, count_embedded};
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::openapi::schemas::{BatchRequest, Problem};
-use crate::problem::{answer, Answer, ApiError};
-use crate::server::AppState;
+use crate::problem::{Answer, ApiError};
+use crate::requests::{self, BatchRequest};
+use crate::state::AppState;
+use crate::views::Problem;
 
 /// Most operations in one batch.
 pub const MAX_OPERATIONS: usize = 1_000;
@@ -56,6 +58,7 @@ impl From<Answer> for BatchItem {
                 status,
                 replayed,
                 body,
+                ..
             } => BatchItem {
                 status: status.as_u16(),
                 replayed,
@@ -84,7 +87,8 @@ fn invalid(field: &str, message: impl Into<String>) -> ApiError {
     ApiError::Invalid(ValidationErrors::single(field, message))
 }
 
-fn operations(mut body: Map<String, Value>) -> Result<Vec<Value>, ApiError> {
+fn operations(body: Map<String, Value>) -> Result<Vec<Value>, ApiError> {
+    let mut body = requests::read::<BatchRequest>(body).map_err(ApiError::Invalid)?;
     let mut errors = ValidationErrors::default();
     for key in body.keys() {
         if key != "operations" {
@@ -130,7 +134,7 @@ fn parse_operation(op: Value) -> Result<Intent, Answer> {
         )
         .answer());
     };
-    Intent::parse(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
+    requests::intent(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
 }
 
 #[utoipa::path(
@@ -181,9 +185,11 @@ pub async fn post_batch(
     let results = answers
         .into_iter()
         .map(|a| {
-            BatchItem::from(a.unwrap_or_else(|| {
+            let a = a.unwrap_or_else(|| {
                 ApiError::Internal("an operation got no decision".into()).answer()
-            }))
+            });
+            count_embedded(&a);
+            BatchItem::from(a)
         })
         .collect();
     Ok((StatusCode::OK, axum::Json(BatchResults { results })).into_response())

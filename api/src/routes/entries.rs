@@ -12,11 +12,12 @@ use tally_ledger::store::EntryFilter;
 
 use super::path::PathText;
 use super::query::QueryParams;
+use super::text;
 use crate::auth::Caller;
-use crate::openapi::schemas::{EntriesQuery, Problem};
-use crate::openapi::text;
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::EntriesQuery;
+use crate::state::AppState;
+use crate::views::Problem;
 
 /// Largest page of `GET /v1/entries`.
 pub const MAX_PAGE: i64 = 1_000;

@@ -13,12 +13,13 @@ use tally_ledger::state::{StateKey, StateValue};
 
 use super::path::PathText;
 use super::rules::decide;
+use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::openapi::schemas::{CaptureRequest, HoldRequest, HoldStatus, Problem, ReleaseRequest};
-use crate::openapi::text;
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::{self, CaptureRequest, HoldRequest, ReleaseRequest};
+use crate::state::AppState;
+use crate::views::{HoldStatus, Problem};
 
 #[utoipa::path(
     post,
@@ -42,7 +43,10 @@ pub async fn post_hold(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
-    decide(app, caller, Scope::Post, body, Intent::hold).await
+    decide(app, caller, Scope::Post, body, |b| {
+        Intent::hold(requests::read::<HoldRequest>(b)?)
+    })
+    .await
 }
 
 #[utoipa::path(
@@ -72,7 +76,7 @@ pub async fn post_capture(
 ) -> Result<Response, ApiError> {
     let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::capture(&hold_id, b)
+        Intent::capture(&hold_id, requests::read::<CaptureRequest>(b)?)
     })
     .await
 }
@@ -104,7 +108,7 @@ pub async fn post_release(
 ) -> Result<Response, ApiError> {
     let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::release(&hold_id, b)
+        Intent::release(&hold_id, requests::read::<ReleaseRequest>(b)?)
     })
     .await
 }

@@ -4,15 +4,17 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use tally_ledger::entry::EntryView;
-use tally_ledger::intent::{EntryKind, Intent};
+use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
 
+use super::answer;
+use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::openapi::schemas::{PaymentRequest, Problem, UsageDebitRequest};
-use crate::openapi::text;
-use crate::problem::{answer, ApiError};
-use crate::server::AppState;
+use crate::problem::ApiError;
+use crate::requests::{self, PaymentRequest, UsageDebitRequest};
+use crate::state::AppState;
+use crate::views::Problem;
 
 #[utoipa::path(
     post,
@@ -77,7 +79,7 @@ async fn post(
     body: serde_json::Map<String, serde_json::Value>,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Post)?;
-    let intent = Intent::parse(kind, body).map_err(ApiError::Invalid)?;
+    let intent = requests::intent(kind, body).map_err(ApiError::Invalid)?;
     let decision = app.writers.decide(caller.tenant(), intent).await?;
     Ok(answer(decision).into_response())
 }

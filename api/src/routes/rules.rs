@@ -10,12 +10,14 @@ use tally_ledger::fields::ValidationErrors;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 
+use super::answer;
+use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::openapi::schemas::{AdjustmentRequest, Problem, RefundRequest, ReversalRequest};
-use crate::openapi::text;
-use crate::problem::{answer, ApiError};
-use crate::server::AppState;
+use crate::problem::ApiError;
+use crate::requests::{self, AdjustmentRequest, RefundRequest, ReversalRequest};
+use crate::state::AppState;
+use crate::views::Problem;
 
 #[utoipa::path(
     post,
@@ -40,7 +42,10 @@ pub async fn post_refund(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
-    decide(app, caller, Scope::Post, body, Intent::refund).await
+    decide(app, caller, Scope::Post, body, |b| {
+        Intent::refund(requests::read::<RefundRequest>(b)?)
+    })
+    .await
 }
 
 #[utoipa::path(
@@ -66,7 +71,10 @@ pub async fn post_reversal(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
-    decide(app, caller, Scope::Post, body, Intent::reversal).await
+    decide(app, caller, Scope::Post, body, |b| {
+        Intent::reversal(requests::read::<ReversalRequest>(b)?)
+    })
+    .await
 }
 
 #[utoipa::path(
@@ -91,7 +99,10 @@ pub async fn post_adjustment(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
-    decide(app, caller, Scope::Admin, body, Intent::adjustment).await
+    decide(app, caller, Scope::Admin, body, |b| {
+        Intent::adjustment(requests::read::<AdjustmentRequest>(b)?)
+    })
+    .await
 }
 
 /// Checks the scope, parses, and answers the writer's decision.

@@ -11,9 +11,10 @@ use tally_ledger::statement::{read_statement, StatementView};
 use super::path::PathText;
 use super::query::QueryParams;
 use crate::auth::Caller;
-use crate::openapi::schemas::{Problem, StatementQuery};
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::StatementQuery;
+use crate::state::AppState;
+use crate::views::Problem;
 
 #[utoipa::path(
     get,

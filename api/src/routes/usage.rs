@@ -12,11 +12,12 @@ use tally_ledger::usage::{read_usage, Granularity, UsageView, DAY_FORMAT};
 
 use super::path::PathText;
 use super::query::QueryParams;
+use super::text;
 use crate::auth::Caller;
-use crate::openapi::schemas::{Problem, UsageQuery as UsageParams};
-use crate::openapi::text;
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::UsageQuery as UsageParams;
+use crate::state::AppState;
+use crate::views::Problem;
 
 /// A day `YYYY-MM-DD`, or an RFC 3339 timestamp taken as its UTC date.
 fn day(q: &mut QueryParams, name: &str) -> Option<NaiveDate> {
