@@ -47,22 +47,6 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, serde_json::Error> {
     Ok(Parsed { value, repeated })
 }
 
-/// One value of an already parsed body, rebuilt as [`parse`] builds it:
-/// objects stay objects and numbers keep their exact text. For
-/// deserializing from a `serde_json::Value` that [`parse`] gave (the typed
-/// request structs of `crate::requests`), where every key the client wrote
-/// arrives owned and serde_json's own number token arrives borrowed.
-pub fn rebuild<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
-    let mut repeated = None;
-    Build {
-        at: &At::Root,
-        repeated: &mut repeated,
-        // No body: no borrowed key is the client's.
-        body: 0..0,
-    }
-    .deserialize(d)
-}
-
 /// The repeated key of a well-formed document, if any.
 #[cfg(test)]
 fn find_duplicate_key(bytes: &[u8]) -> Option<String> {

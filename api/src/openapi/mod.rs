@@ -344,12 +344,3 @@ pub async fn get_docs_asset(file: PathText) -> Result<Response, ApiError> {
     }
     Ok(response)
 }
-
-#[cfg(test)]
-#[test]
-fn dump_document_tmp() {
-    if let Ok(path) = std::env::var("TALLY_DUMP_DOC") {
-        let doc = document(|| crate::server::routes().split_for_parts().1);
-        std::fs::write(path, serde_json::to_string_pretty(doc).unwrap()).unwrap();
-    }
-}

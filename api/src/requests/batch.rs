@@ -1,6 +1,6 @@
 //! `POST /v1/batch`.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::{HoldRequest, PaymentRequest, Raw, RefundRequest, ReversalRequest, UsageDebitRequest};
@@ -9,7 +9,7 @@ use super::{HoldRequest, PaymentRequest, Raw, RefundRequest, ReversalRequest, Us
 // Describes only: the handler reads each operation's `type` itself, so an
 // operation with a bad one is answered alone (`crate::routes::batch`), and
 // the rest through the operation's own request struct.
-#[derive(Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum BatchOperation {
     UsageDebit(UsageDebitRequest),
@@ -20,7 +20,7 @@ pub enum BatchOperation {
 }
 
 /// `POST /v1/batch`: 1 to 1,000 operations, decided in order in one group.
-#[derive(Deserialize, Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"operations": [
     {"type": "payment", "payment_id": "pay_b1", "account": "cust_7", "amount": "20", "unit": "USD"},

@@ -1,13 +1,14 @@
 //! `POST /v1/usage-debits` and `POST /v1/payments`.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::{Metadata, Raw};
+use super::Raw;
+use crate::views::Metadata;
 
 /// `POST /v1/usage-debits`: debit a customer account for usage (credits
 /// `@revenue`, or `counter_account`).
-#[derive(Deserialize, Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({
     "usage_record_id": "ur_123", "account": "cust_42", "amount": "0.0125", "unit": "USD",
@@ -18,10 +19,10 @@ pub struct UsageDebitRequest {
     /// The upstream usage-record ID: the idempotency key (1–255 bytes, no
     /// control characters).
     #[schema(value_type = String, required = true, min_length = 1, max_length = 255)]
-    usage_record_id: Option<Raw>,
+    pub usage_record_id: Option<Raw>,
     /// The customer account debited (1–128 bytes; not a `@` system account).
     #[schema(value_type = String, required = true, min_length = 1, max_length = 128)]
-    account: Option<Raw>,
+    pub account: Option<Raw>,
     /// A decimal string > 0 (a JSON number is accepted only if it converts
     /// exactly).
     #[schema(
@@ -31,31 +32,31 @@ pub struct UsageDebitRequest {
         pattern = r"^[0-9]+(\.[0-9]+)?$",
         example = "0.0125"
     )]
-    amount: Option<Raw>,
+    pub amount: Option<Raw>,
     /// Currency or usage unit (1–32 bytes of `A–Z a–z 0–9 _ - . :`,
     /// case-sensitive). Fixed by an account's first entry.
     #[schema(value_type = String, required = true, min_length = 1, max_length = 32, pattern = r"^[A-Za-z0-9_.:-]+$")]
-    unit: Option<Raw>,
+    pub unit: Option<Raw>,
     /// The meter that measured the usage (1–128 bytes).
     #[schema(value_type = Option<String>, min_length = 1, max_length = 128)]
-    meter: Option<Raw>,
+    pub meter: Option<Raw>,
     /// A decimal string ≥ 0.
     #[schema(value_type = Option<String>, format = "decimal", pattern = r"^[0-9]+(\.[0-9]+)?$")]
-    quantity: Option<Raw>,
+    pub quantity: Option<Raw>,
     /// When the usage happened, RFC 3339 (any offset).
     #[schema(value_type = Option<String>, format = DateTime)]
-    occurred_at: Option<Raw>,
+    pub occurred_at: Option<Raw>,
     /// The account credited instead of `@revenue` (may be a system account;
     /// not `account` itself).
     #[schema(value_type = Option<String>, min_length = 1, max_length = 128)]
-    counter_account: Option<Raw>,
+    pub counter_account: Option<Raw>,
     #[schema(value_type = Option<Metadata>)]
-    metadata: Option<Raw>,
+    pub metadata: Option<Raw>,
 }
 
 /// `POST /v1/payments`: credit a customer account with a payment (debits
 /// `@payments`, or `counter_account`).
-#[derive(Deserialize, Serialize, ToSchema)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({
     "payment_id": "pay_123", "account": "cust_42", "amount": "10.00", "unit": "USD",
@@ -64,10 +65,10 @@ pub struct UsageDebitRequest {
 pub struct PaymentRequest {
     /// The upstream payment event ID: the idempotency key (1–255 bytes).
     #[schema(value_type = String, required = true, min_length = 1, max_length = 255)]
-    payment_id: Option<Raw>,
+    pub payment_id: Option<Raw>,
     /// The customer account credited (not a `@` system account).
     #[schema(value_type = String, required = true, min_length = 1, max_length = 128)]
-    account: Option<Raw>,
+    pub account: Option<Raw>,
     /// A decimal string > 0.
     #[schema(
         value_type = String,
@@ -76,19 +77,19 @@ pub struct PaymentRequest {
         pattern = r"^[0-9]+(\.[0-9]+)?$",
         example = "10.00"
     )]
-    amount: Option<Raw>,
+    pub amount: Option<Raw>,
     #[schema(value_type = String, required = true, min_length = 1, max_length = 32, pattern = r"^[A-Za-z0-9_.:-]+$")]
-    unit: Option<Raw>,
+    pub unit: Option<Raw>,
     /// The payment processor (1–128 bytes).
     #[schema(value_type = Option<String>, min_length = 1, max_length = 128)]
-    processor: Option<Raw>,
+    pub processor: Option<Raw>,
     /// When the payment happened, RFC 3339.
     #[schema(value_type = Option<String>, format = DateTime)]
-    occurred_at: Option<Raw>,
+    pub occurred_at: Option<Raw>,
     /// The account debited instead of `@payments` (the overdraft floor
     /// applies when it is a customer account).
     #[schema(value_type = Option<String>, min_length = 1, max_length = 128)]
-    counter_account: Option<Raw>,
+    pub counter_account: Option<Raw>,
     #[schema(value_type = Option<Metadata>)]
-    metadata: Option<Raw>,
+    pub metadata: Option<Raw>,
 }

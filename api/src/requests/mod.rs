@@ -3,10 +3,10 @@
 //!
 //! A body struct derives `Deserialize` with `deny_unknown_fields` (so its
 //! schema says `additionalProperties: false`) and `ToSchema`. Its fields
-//! are [`Raw`] values: serde checks the shape (which fields exist; the
-//! body extractor has already refused repeated keys), and the ledger's
-//! intent parsers stay the one place that validates values, so a 422 still
-//! lists every problem of a body at once and amounts keep their exact text
+//! are [`Raw`]: serde checks the shape (which fields exist; the body
+//! extractor has already refused repeated keys), and the ledger's intent
+//! parsers stay the one place that validates values, so a 422 still lists
+//! every problem of a body at once and amounts keep their exact text
 //! ([`read`]).
 
 use serde_json::{Map, Value};
@@ -21,7 +21,7 @@ mod queries;
 mod raw;
 mod rules;
 
-pub use accounts::{AccountSettingsRequest, Metadata, Overdraft, OverdraftLimit, OverdraftMode};
+pub use accounts::AccountSettingsRequest;
 pub use batch::{BatchOperation, BatchRequest};
 pub use holds::{CaptureRequest, HoldRequest, ReleaseRequest};
 pub use intents::{PaymentRequest, UsageDebitRequest};
@@ -34,12 +34,12 @@ pub use rules::{AdjustmentRequest, Direction, RefundRequest, ReversalRequest};
 /// struct, then the ledger's parser of that kind.
 pub fn intent(kind: EntryKind, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
     let fields = match kind {
-        EntryKind::UsageDebit => read::<UsageDebitRequest>(body)?,
-        EntryKind::Payment => read::<PaymentRequest>(body)?,
-        EntryKind::Hold => read::<HoldRequest>(body)?,
-        EntryKind::Refund => read::<RefundRequest>(body)?,
-        EntryKind::Reversal => read::<ReversalRequest>(body)?,
-        EntryKind::Adjustment => read::<AdjustmentRequest>(body)?,
+        EntryKind::UsageDebit => read::<UsageDebitRequest>(body),
+        EntryKind::Payment => read::<PaymentRequest>(body),
+        EntryKind::Hold => read::<HoldRequest>(body),
+        EntryKind::Refund => read::<RefundRequest>(body),
+        EntryKind::Reversal => read::<ReversalRequest>(body),
+        EntryKind::Adjustment => read::<AdjustmentRequest>(body),
         // Their keys or accounts come from the URL: the parser refuses them
         // here, whatever the body.
         EntryKind::AccountSettings | EntryKind::HoldCapture | EntryKind::HoldRelease => body,

@@ -63,7 +63,7 @@ pub struct UsageQuery {
     #[param(example = "2026-12-01")]
     to: Option<String>,
     /// `day` (default) or `month`.
-    granularity: Option<tally_ledger::usage::Granularity>,
+    granularity: Option<crate::views::Granularity>,
 }
 
 /// Query of `GET /v1/accounts/{account}/statement`.

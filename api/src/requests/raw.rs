@@ -1,55 +1,40 @@
-//! A field's value as the client wrote it, and reading a body through its
-//! typed struct.
+//! Reading a body through its typed struct.
 
-use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, Visitor};
+use serde::Deserialize;
 use serde_json::{Map, Value};
-use tally_ledger::fields::ValidationErrors;
 
-/// One field's JSON value, unvalidated: what it may be is the ledger's
-/// business (`tally_ledger::fields`). An object stays an object and a
-/// number keeps its exact text (see `crate::json_body`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Raw(pub Value);
+/// A field the body gives, whatever its value: the struct checks which
+/// fields a body has, and the ledger's parser reads their values from the
+/// body itself. Values never pass through serde's data model, which would
+/// turn `-0` into `0` or a 29-digit integer into an error: numbers keep
+/// their exact text and objects stay objects (see `crate::json_body`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Raw;
 
 impl<'de> Deserialize<'de> for Raw {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        crate::json_body::rebuild(d).map(Raw)
+        IgnoredAny::deserialize(d).map(|_| Raw)
     }
 }
 
-impl Serialize for Raw {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
-    }
-}
-
-/// Reads `body` through its typed struct `T` and gives the fields it holds
-/// to the ledger's parser as a map.
+/// Checks `body` against its typed struct `T` and gives it to the ledger's
+/// parser, which validates the values.
 ///
-/// A body with a field `T` does not have goes to the ledger's parser as it
-/// came: the parser names each unknown field ("is not a known field")
-/// together with every other problem of the body, in one 422, as the API
-/// always answered. `T`'s field list is the parser's (tests/openapi.rs and
-/// this module's tests hold them equal), so both refuse the same fields.
-pub fn read<T: DeserializeOwned + Serialize>(
-    body: Map<String, Value>,
-) -> Result<Map<String, Value>, ValidationErrors> {
-    let known = field_names::<T>();
-    if body.keys().any(|k| !known.contains(&k.as_str())) {
-        return Ok(body);
+/// A body with a field `T` does not have goes on too: the parser names each
+/// unknown field ("is not a known field") together with every other
+/// problem of the body, in one 422, as the API always answered. `T`'s field
+/// list is the parser's (tests/openapi.rs and this module's tests hold
+/// them equal), so both refuse the same fields.
+pub fn read<T: DeserializeOwned>(body: Map<String, Value>) -> Map<String, Value> {
+    let body = Value::Object(body);
+    if let Err(e) = T::deserialize(&body) {
+        tracing::debug!(error = %e, "a body with fields its request does not have");
     }
-    let typed: T = serde_json::from_value(Value::Object(body))
-        .map_err(|e| ValidationErrors::single("body", e.to_string()))?;
-    match serde_json::to_value(&typed) {
-        Ok(Value::Object(mut fields)) => {
-            // An absent field serializes as null, and the parser reads
-            // null as absent: only the fields the body holds go on.
-            fields.retain(|_, v| !v.is_null());
-            Ok(fields)
-        }
-        Ok(_) => Err(ValidationErrors::single("body", "must be a JSON object")),
-        Err(e) => Err(ValidationErrors::single("body", e.to_string())),
+    match body {
+        Value::Object(fields) => fields,
+        // Built as an object just above.
+        _ => Map::new(),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use axum::extract::{RawQuery, State};
 use axum::Json;
-use tally_ledger::balance::{read_balance, BalanceView};
+use tally_ledger::balance::read_balance;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_unit};
 use tally_ledger::statement::read_balance_at;
@@ -13,7 +13,7 @@ use crate::auth::Caller;
 use crate::problem::ApiError;
 use crate::requests::BalanceQuery;
 use crate::state::AppState;
-use crate::views::Problem;
+use crate::views::{Balance, Problem};
 
 #[utoipa::path(
     get,
@@ -26,7 +26,7 @@ use crate::views::Problem;
     params(("account" = String, Path, description = "Any account, system accounts included.", example = "cust_42"), BalanceQuery),
     security(("bearer" = ["read"])),
     responses(
-        (status = 200, description = "The balance.", body = BalanceView),
+        (status = 200, description = "The balance.", body = Balance),
         (status = 404, description = "`not_found`: the account has no entries (in that unit), or \
             is another tenant's.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request`: an unknown, repeated or invalid \
@@ -39,7 +39,7 @@ pub async fn get_balance(
     caller: Caller,
     account: PathText,
     RawQuery(raw): RawQuery,
-) -> Result<Json<BalanceView>, ApiError> {
+) -> Result<Json<Balance>, ApiError> {
     caller.require(Scope::Read)?;
     let mut q = QueryParams::documented::<BalanceQuery>(raw.as_deref())?;
     let account = q.path(account, "account", check_any_account);
@@ -62,7 +62,7 @@ pub async fn get_balance(
             as_of,
         )
         .await?;
-        return Ok(Json(view));
+        return Ok(Json(view.into()));
     }
     let view = read_balance(
         app.writers.storage(),
@@ -72,5 +72,5 @@ pub async fn get_balance(
         as_of_seq,
     )
     .await?;
-    Ok(Json(view))
+    Ok(Json(view.into()))
 }

@@ -2,7 +2,6 @@
 
 use axum::extract::{RawQuery, State};
 use axum::Json;
-use serde::Serialize;
 use tally_ledger::entry::EntryView;
 use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
@@ -17,7 +16,7 @@ use crate::auth::Caller;
 use crate::problem::ApiError;
 use crate::requests::EntriesQuery;
 use crate::state::AppState;
-use crate::views::Problem;
+use crate::views::{EntryPage, Problem};
 
 /// Largest page of `GET /v1/entries`.
 pub const MAX_PAGE: i64 = 1_000;
@@ -61,15 +60,6 @@ pub async fn get_entry(
         view.reversed_by = Some(by);
     }
     Ok(Json(view))
-}
-
-/// A page of the log, in `seq` order.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct EntryPage {
-    entries: Vec<EntryView>,
-    /// Pass as `after_seq` for the next page; null when this page is the last.
-    #[schema(required = true)]
-    next_after_seq: Option<i64>,
 }
 
 #[utoipa::path(

@@ -3,7 +3,6 @@
 use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
-use serde::Serialize;
 use tally_ledger::amount::canonical;
 use tally_ledger::entry::{format_recorded_at, EntryView};
 use tally_ledger::intent::Intent;
@@ -19,7 +18,7 @@ use crate::body::JsonObject;
 use crate::problem::ApiError;
 use crate::requests::{self, CaptureRequest, HoldRequest, ReleaseRequest};
 use crate::state::AppState;
-use crate::views::{HoldStatus, Problem};
+use crate::views::{HoldView, Problem};
 
 #[utoipa::path(
     post,
@@ -44,7 +43,7 @@ pub async fn post_hold(
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::hold(requests::read::<HoldRequest>(b)?)
+        Intent::hold(requests::read::<HoldRequest>(b))
     })
     .await
 }
@@ -76,7 +75,7 @@ pub async fn post_capture(
 ) -> Result<Response, ApiError> {
     let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::capture(&hold_id, requests::read::<CaptureRequest>(b)?)
+        Intent::capture(&hold_id, requests::read::<CaptureRequest>(b))
     })
     .await
 }
@@ -108,33 +107,9 @@ pub async fn post_release(
 ) -> Result<Response, ApiError> {
     let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::release(&hold_id, requests::read::<ReleaseRequest>(b)?)
+        Intent::release(&hold_id, requests::read::<ReleaseRequest>(b))
     })
     .await
-}
-
-/// `GET /v1/holds/{hold_id}`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[schema(as = Hold)]
-pub struct HoldView {
-    hold_id: String,
-    account: String,
-    unit: String,
-    /// The held amount.
-    #[schema(format = "decimal", example = "5")]
-    amount: String,
-    /// The account a capture credits.
-    counter_account: String,
-    #[schema(format = DateTime)]
-    expires_at: String,
-    /// `open`, `captured`, `released`, `expired` or `rejected`.
-    #[schema(value_type = HoldStatus)]
-    status: &'static str,
-    /// The hold's own entry.
-    entry_id: String,
-    /// The entry that captured or released it; null while open.
-    #[schema(required = true)]
-    closed_by: Option<String>,
 }
 
 #[utoipa::path(

@@ -43,7 +43,7 @@ pub async fn post_refund(
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::refund(requests::read::<RefundRequest>(b)?)
+        Intent::refund(requests::read::<RefundRequest>(b))
     })
     .await
 }
@@ -72,7 +72,7 @@ pub async fn post_reversal(
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::reversal(requests::read::<ReversalRequest>(b)?)
+        Intent::reversal(requests::read::<ReversalRequest>(b))
     })
     .await
 }
@@ -100,7 +100,7 @@ pub async fn post_adjustment(
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     decide(app, caller, Scope::Admin, body, |b| {
-        Intent::adjustment(requests::read::<AdjustmentRequest>(b)?)
+        Intent::adjustment(requests::read::<AdjustmentRequest>(b))
     })
     .await
 }

@@ -6,7 +6,7 @@ use axum::extract::{RawQuery, State};
 use axum::Json;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_unit};
-use tally_ledger::statement::{read_statement, StatementView};
+use tally_ledger::statement::read_statement;
 
 use super::path::PathText;
 use super::query::QueryParams;
@@ -14,7 +14,7 @@ use crate::auth::Caller;
 use crate::problem::ApiError;
 use crate::requests::StatementQuery;
 use crate::state::AppState;
-use crate::views::Problem;
+use crate::views::{Problem, Statement};
 
 #[utoipa::path(
     get,
@@ -28,7 +28,7 @@ use crate::views::Problem;
     params(("account" = String, Path, description = "Any account.", example = "cust_42"), StatementQuery),
     security(("bearer" = ["read"])),
     responses(
-        (status = 200, description = "The statement.", body = StatementView),
+        (status = 200, description = "The statement.", body = Statement),
         (status = 404, description = "`not_found`: the account has no entries (in that unit), or \
             is another tenant's.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request`: `from`/`to` missing or invalid, \
@@ -41,7 +41,7 @@ pub async fn get_statement(
     caller: Caller,
     account: PathText,
     RawQuery(raw): RawQuery,
-) -> Result<Json<StatementView>, ApiError> {
+) -> Result<Json<Statement>, ApiError> {
     caller.require(Scope::Read)?;
     let mut q = QueryParams::documented::<StatementQuery>(raw.as_deref())?;
     let account = q.path(account, "account", check_any_account);
@@ -68,5 +68,5 @@ pub async fn get_statement(
         to,
     )
     .await?;
-    Ok(Json(view))
+    Ok(Json(view.into()))
 }

@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 use tally_ledger::entry::EntryView;
-use tally_ledger::fields::FieldError;
 use utoipa::ToSchema;
+
+use super::FieldError;
 
 /// The stable machine codes of problems (SPEC §3, docs/ledger-rules.md).
 ///

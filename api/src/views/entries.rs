@@ -1,0 +1,14 @@
+//! `GET /v1/entries`.
+
+use serde::Serialize;
+use tally_ledger::entry::EntryView;
+use utoipa::ToSchema;
+
+/// A page of the log, in `seq` order.
+#[derive(Serialize, ToSchema)]
+pub struct EntryPage {
+    pub entries: Vec<EntryView>,
+    /// Pass as `after_seq` for the next page; null when this page is the last.
+    #[schema(required = true)]
+    pub next_after_seq: Option<i64>,
+}
