@@ -15,8 +15,6 @@ pub struct Signature {
     pub signed_at: String,
     /// [`checkpoint_message`], for readers; a verifier rebuilds it from
     /// the tenant, seq and hash it checked and compares.
-    ///
-    /// [`checkpoint_message`]: tally_ledger::audit::sign::checkpoint_message
     pub message: String,
     /// The 64-byte Ed25519 signature of `message`, hex.
     pub value: String,
