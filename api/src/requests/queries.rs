@@ -4,7 +4,6 @@
 
 #![allow(dead_code)] // Never built: they name and describe the parameters.
 
-use tally_ledger::intent::EntryKind;
 use utoipa::IntoParams;
 
 /// Query of `GET /v1/entries`.
@@ -15,7 +14,7 @@ pub struct EntriesQuery {
     #[param(example = "cust_42")]
     account: Option<String>,
     /// Only entries of this kind.
-    kind: Option<EntryKind>,
+    kind: Option<crate::views::EntryKind>,
     /// Entries with `seq` greater than this (pass the previous page's
     /// `next_after_seq`); default 0.
     #[param(minimum = 0, example = 0)]

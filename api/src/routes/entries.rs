@@ -16,7 +16,7 @@ use crate::auth::Caller;
 use crate::problem::ApiError;
 use crate::requests::EntriesQuery;
 use crate::state::AppState;
-use crate::views::{EntryPage, Problem};
+use crate::views::{Entry, EntryPage, Problem};
 
 /// Largest page of `GET /v1/entries`.
 pub const MAX_PAGE: i64 = 1_000;
@@ -33,7 +33,7 @@ pub const DEFAULT_PAGE: i64 = 100;
     params(("id" = String, Path, description = "The entry's `id`.", example = "ent_0193a8d2c4f07b3e9a51c2d4e6f80a1b")),
     security(("bearer" = ["read"])),
     responses(
-        (status = 200, description = "The entry.", body = EntryView),
+        (status = 200, description = "The entry.", body = Entry),
         (status = 404, description = text::NOT_FOUND, body = Problem, content_type = "application/problem+json"),
     ),
 )]

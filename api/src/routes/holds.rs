@@ -4,7 +4,7 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
 use tally_ledger::amount::canonical;
-use tally_ledger::entry::{format_recorded_at, EntryView};
+use tally_ledger::entry::format_recorded_at;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::check_upstream_id;
@@ -18,7 +18,7 @@ use crate::body::JsonObject;
 use crate::problem::ApiError;
 use crate::requests::{self, CaptureRequest, HoldRequest, ReleaseRequest};
 use crate::state::AppState;
-use crate::views::{HoldView, Problem};
+use crate::views::{Entry, HoldView, Problem};
 
 #[utoipa::path(
     post,
@@ -30,8 +30,8 @@ use crate::views::{HoldView, Problem};
     request_body = HoldRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request` (also: both or neither of `expires_at` and `ttl_seconds`; `expires_at` not in the future or more than 366 days ahead); `unit_mismatch`; the stored rejection `insufficient_funds` (with `entry`).", body = Problem, content_type = "application/problem+json"),
@@ -59,8 +59,8 @@ pub async fn post_hold(
     request_body = CaptureRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 404, description = "`not_found`: no such hold (`field`: `hold_id`).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
@@ -91,8 +91,8 @@ pub async fn post_capture(
     request_body = ReleaseRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 404, description = "`not_found`: no such hold (`field`: `hold_id`).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),

@@ -3,7 +3,6 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use tally_ledger::entry::EntryView;
 use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
 
@@ -14,7 +13,7 @@ use crate::body::JsonObject;
 use crate::problem::ApiError;
 use crate::requests::{self, PaymentRequest, UsageDebitRequest};
 use crate::state::AppState;
-use crate::views::Problem;
+use crate::views::{Entry, Problem};
 
 #[utoipa::path(
     post,
@@ -27,8 +26,8 @@ use crate::views::Problem;
     request_body = UsageDebitRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request`; `unit_mismatch`; or the stored \
@@ -55,8 +54,8 @@ pub async fn post_usage_debit(
     request_body = PaymentRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request`; `unit_mismatch`; or the stored \

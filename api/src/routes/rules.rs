@@ -5,7 +5,6 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
-use tally_ledger::entry::EntryView;
 use tally_ledger::fields::ValidationErrors;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
@@ -17,7 +16,7 @@ use crate::body::JsonObject;
 use crate::problem::ApiError;
 use crate::requests::{self, AdjustmentRequest, RefundRequest, ReversalRequest};
 use crate::state::AppState;
-use crate::views::Problem;
+use crate::views::{Entry, Problem};
 
 #[utoipa::path(
     post,
@@ -29,8 +28,8 @@ use crate::views::Problem;
     request_body = RefundRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 404, description = "`not_found`: no such payment (`field`: `payment_id`); retry once the payment exists.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
@@ -58,8 +57,8 @@ pub async fn post_refund(
     request_body = ReversalRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 404, description = "`not_found`: no such entry (`field`: `entry_id`).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
@@ -87,8 +86,8 @@ pub async fn post_reversal(
     request_body = AdjustmentRequest,
     security(("bearer" = ["admin"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request` (also: no `unit` for an account that has none); `unit_mismatch`.", body = Problem, content_type = "application/problem+json"),

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use tally_ledger::entry::EntryView;
 use utoipa::ToSchema;
 
-use super::Problem;
+use super::{Entry, Problem};
 use crate::problem::Answer;
 
 /// The answer to one operation, exactly as its single endpoint would give
@@ -18,7 +18,7 @@ pub struct BatchItem {
     /// Whether it is a replay (the single endpoint's `Idempotent-Replayed`).
     pub replayed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = EntryView, nullable = false)]
+    #[schema(value_type = Entry, nullable = false)]
     pub entry: Option<Box<EntryView>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Problem, nullable = false)]

@@ -2,10 +2,9 @@
 //! builds the bodies.
 
 use serde::Serialize;
-use tally_ledger::entry::EntryView;
 use utoipa::ToSchema;
 
-use super::FieldError;
+use super::{Entry, FieldError};
 
 /// The stable machine codes of problems (SPEC §3, docs/ledger-rules.md).
 ///
@@ -94,7 +93,7 @@ pub struct Problem {
     /// `total_out_of_range`): the rejected entry (`status: "rejected"`), identical on every replay.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
-    entry: Option<EntryView>,
+    entry: Option<Entry>,
     /// `not_found` of a referenced object: the request field naming it
     /// (`hold_id`, `payment_id`, `entry_id`).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -5,6 +5,8 @@ use tally_ledger::entry::EntryView;
 use tally_ledger::statement::{self, StatementView};
 use utoipa::ToSchema;
 
+use super::Entry;
+
 /// A balance without its account and unit: the opening and closing
 /// balances of a statement.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
@@ -90,6 +92,7 @@ pub struct Statement {
     pub opening_balance: BalanceFigures,
     pub movements: Movements,
     pub closing_balance: BalanceFigures,
+    #[schema(value_type = Vec<Entry>)]
     pub entries: Vec<EntryView>,
     /// The highest seq among the account's entries recorded before `to`
     /// (0 if none): the statement's closing balance is the balance as of it.
