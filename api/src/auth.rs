@@ -4,61 +4,15 @@
 //! without a restart; a miss always asks the database, so a key created a
 //! moment ago works at once.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
-
 use axum::extract::FromRequestParts;
 use axum::http::header;
 use axum::http::request::Parts;
 use tally_ledger::keys::{hash_secret, ApiKey, Scope};
-use tally_ledger::store::Storage;
 
+pub use crate::key_cache::KeyCache;
+use crate::limits::retry_after_seconds;
 use crate::problem::ApiError;
-use crate::server::AppState;
-
-#[derive(Clone)]
-pub struct KeyCache {
-    /// Key hash → the key and when the database last confirmed it.
-    known: Arc<RwLock<HashMap<String, (ApiKey, Instant)>>>,
-    /// How long a key found in the database is trusted without asking
-    /// again: the longest a revoked key keeps working. One indexed read
-    /// per key and interval, whatever the request rate.
-    recheck_after: Duration,
-}
-
-impl KeyCache {
-    pub fn new(recheck_after: Duration) -> Self {
-        Self {
-            known: Arc::default(),
-            recheck_after,
-        }
-    }
-
-    async fn lookup(&self, storage: &Storage, hash: &str) -> Result<Option<ApiKey>, ApiError> {
-        if let Some((key, checked)) = self
-            .known
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(hash)
-        {
-            if checked.elapsed() < self.recheck_after {
-                return Ok(Some(key.clone()));
-            }
-        }
-        let found = storage.find_api_key(hash).await?;
-        let mut known = self.known.write().unwrap_or_else(|p| p.into_inner());
-        match &found {
-            Some(key) => {
-                known.insert(hash.to_owned(), (key.clone(), Instant::now()));
-            }
-            None => {
-                known.remove(hash);
-            }
-        }
-        Ok(found)
-    }
-}
+use crate::state::AppState;
 
 /// The token of `Authorization: Bearer <token>`. The scheme is
 /// case-insensitive (RFC 9110 §11.1): `bearer` and `BEARER` are Bearer too.
@@ -108,7 +62,7 @@ impl FromRequestParts<AppState> for Caller {
         if let Some(limiter) = &state.limits.rate {
             limiter
                 .check(&hash, std::time::Instant::now())
-                .map_err(ApiError::KeyRateLimited)?;
+                .map_err(|wait| ApiError::KeyRateLimited(retry_after_seconds(wait)))?;
         }
         Ok(Caller(key))
     }

@@ -6,24 +6,10 @@ use axum::http::{header, StatusCode};
 use serde_json::{Map, Value};
 use tally_ledger::fields::ValidationErrors;
 
+pub use crate::body_size::{body_limit, MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
 use crate::json_body::Parsed;
 use crate::limits::BodyAllowance;
 use crate::problem::ApiError;
-
-/// Default request body limit (SPEC §3): 1 MiB.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// `POST /v1/batch` carries up to 1,000 operations, so it may be larger.
-pub const MAX_BATCH_BODY_BYTES: usize = 8 * 1024 * 1024;
-
-/// The body limit of a path: what the router's `DefaultBodyLimit` layers
-/// set, for the body budget of `crate::limits`.
-pub fn body_limit(path: &str) -> usize {
-    if path == "/v1/batch" {
-        MAX_BATCH_BODY_BYTES
-    } else {
-        MAX_BODY_BYTES
-    }
-}
 
 /// Bytes of memory per JSON value (array element or object member) that
 /// parsing into `serde_json::Value` takes at most, measured: 32 for the

@@ -128,7 +128,7 @@ pub struct ServeArgs {
     pub limits: LimitArgs,
     /// Where each setting came from; filled by `config::parse_cli`.
     #[arg(skip)]
-    pub effective: Vec<crate::config::Setting>,
+    pub effective: Vec<crate::setting::Setting>,
 }
 
 /// Protection of the process (docs/api-decisions.md, limits).

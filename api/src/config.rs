@@ -29,39 +29,7 @@ const NOT_SETTINGS: &[&str] = &["help", "version", "check_config"];
 /// The setting that names the file, which the file cannot set.
 const CONFIG: &str = "config";
 
-/// Where the effective value of one setting came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    Flag,
-    Env(String),
-    File(PathBuf),
-    Default,
-    /// No value at all (an optional setting nobody set).
-    Unset,
-}
-
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Flag => write!(f, "flag"),
-            Source::Env(var) => write!(f, "env {var}"),
-            Source::File(path) => write!(f, "file {}", path.display()),
-            Source::Default => write!(f, "default"),
-            Source::Unset => write!(f, "not set"),
-        }
-    }
-}
-
-/// One setting of `tally serve` as it will be used.
-#[derive(Debug, Clone)]
-pub struct Setting {
-    /// The file key: the long flag name with `_` (`max_group`).
-    pub key: String,
-    /// The value as a TOML value (`1000`, `"127.0.0.1:8080"`), passwords in
-    /// URLs redacted; `None` when unset.
-    pub value: Option<String>,
-    pub source: Source,
-}
+pub use crate::setting::{Setting, Source};
 
 /// A configuration that cannot be used; `tally` exits 2 before binding
 /// anything.

@@ -5,10 +5,12 @@
 pub mod audit_cli;
 pub mod auth;
 pub mod body;
+pub mod body_size;
 pub mod cli;
 pub mod config;
 pub mod connections;
 mod json_body;
+pub mod key_cache;
 pub mod keys_cli;
 pub mod limits;
 pub mod logging;
@@ -17,8 +19,13 @@ pub mod metrics;
 pub mod observe;
 pub mod openapi;
 pub mod problem;
+pub mod requests;
 pub mod routes;
 pub mod server;
+pub mod setting;
+pub mod state;
+pub mod views;
 
 pub use problem::ApiError;
-pub use server::{router, AppState};
+pub use server::router;
+pub use state::AppState;

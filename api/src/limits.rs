@@ -15,7 +15,6 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::problem::ApiError;
-use crate::server::AppState;
 
 /// Default of `--request-timeout-ms`.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -144,7 +143,7 @@ impl BodyAllowance {
 /// length (the route's limit if it declares none), never more than the
 /// limit, which refuses longer bodies unread.
 fn declared_body_bytes(request: &Request) -> usize {
-    let limit = crate::body::body_limit(request.uri().path());
+    let limit = crate::body_size::body_limit(request.uri().path());
     let hint = axum::body::HttpBody::size_hint(request.body());
     let declared = hint
         .exact()
@@ -275,8 +274,7 @@ impl Lifecycle {
 /// `--request-timeout-ms`. The handler is dropped then; an intent it already
 /// handed to its tenant's writer is still decided (and may be committed), so
 /// the client's retry with the same upstream ID is a replay.
-pub async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Response {
-    let limits = &app.limits;
+pub async fn guard(State(limits): State<Arc<Limits>>, request: Request, next: Next) -> Response {
     let probe = PROBES.contains(&request.uri().path());
     let _permit = match (&limits.in_flight, probe) {
         (Some(slots), false) => match slots.clone().try_acquire_owned() {

@@ -29,7 +29,7 @@ use tally_ledger::entry::EntryStatus;
 use tally_ledger::stats::{Histogram, HistogramSnapshot};
 
 use crate::problem::Answer;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

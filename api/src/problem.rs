@@ -1,5 +1,9 @@
 //! Every error and stored outcome of the API as RFC 9457 problem+json, with
 //! the stable `code` of SPEC §3. Nothing else in the crate picks a status.
+//!
+//! A leaf: it maps, it does not count. An answer that is an internal error
+//! says so ([`Answer::internal_cause`], and the [`InternalError`] extension
+//! of its response), and the layers that record metrics read that.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -39,9 +43,9 @@ pub enum ApiError {
     #[error("too many requests")]
     RateLimited,
     /// The API key is over its rate limit (`--rate-limit-per-second`); a
-    /// token is there again after the duration.
+    /// token is there again after this many seconds (`Retry-After`).
     #[error("this API key is over its rate limit")]
-    KeyRateLimited(std::time::Duration),
+    KeyRateLimited(u64),
     /// More requests in flight than `--max-in-flight`; nothing was done.
     #[error("the server is at its limit of {0} requests in flight")]
     Busy(usize),
@@ -121,6 +125,7 @@ impl Problem {
             status,
             replayed: false,
             body,
+            internal: None,
         }
     }
 
@@ -248,7 +253,6 @@ impl ApiError {
                 // detail is the error alone, never a header or the body.
                 let cause = self.cause_label();
                 tracing::error!(cause, error = %detail, "internal error");
-                crate::metrics::global().observe_internal_error(cause);
                 Problem::new(
                     S::INTERNAL_SERVER_ERROR,
                     "internal",
@@ -260,7 +264,7 @@ impl ApiError {
     }
 
     /// The cause class of a 500, for logs and `tally_internal_errors_total`.
-    fn cause_label(&self) -> &'static str {
+    pub fn cause_label(&self) -> &'static str {
         match self {
             ApiError::Ledger(e) => e.cause().label(),
             ApiError::Io(_) => "io",
@@ -268,13 +272,24 @@ impl ApiError {
         }
     }
 
+    /// Whether this error answers 500, and its cause class if so.
+    fn internal_cause(&self) -> Option<&'static str> {
+        match self {
+            ApiError::Internal(_) | ApiError::Io(_) => Some(self.cause_label()),
+            ApiError::Ledger(e) if !e.is_transient() => Some(self.cause_label()),
+            _ => None,
+        }
+    }
+
     /// The answer this error gives, for embedding in a batch result.
     pub fn answer(self) -> Answer {
+        let internal = self.internal_cause();
         let (status, body) = self.problem().parts();
         Answer::Problem {
             status,
             replayed: false,
             body,
+            internal,
         }
     }
 }
@@ -282,7 +297,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let retry_after = match &self {
-            ApiError::KeyRateLimited(wait) => Some(crate::limits::retry_after_seconds(*wait)),
+            ApiError::KeyRateLimited(seconds) => Some(*seconds),
             _ => None,
         };
         let mut response = self.answer().into_response();
@@ -310,8 +325,16 @@ pub enum Answer {
         status: StatusCode,
         replayed: bool,
         body: Map<String, Value>,
+        /// The cause class when this is a 500 (`internal`), for
+        /// `tally_internal_errors_total`.
+        internal: Option<&'static str>,
     },
 }
+
+/// The response extension of a 500: its cause class, which the metrics
+/// layer counts (`crate::server` installs it).
+#[derive(Debug, Clone, Copy)]
+pub struct InternalError(pub &'static str);
 
 impl Answer {
     pub fn status(&self) -> StatusCode {
@@ -325,12 +348,21 @@ impl Answer {
             Answer::Entry { replayed, .. } | Answer::Problem { replayed, .. } => *replayed,
         }
     }
+
+    /// The cause class of an internal error (a 500), if this is one.
+    pub fn internal_cause(&self) -> Option<&'static str> {
+        match self {
+            Answer::Problem { internal, .. } => *internal,
+            Answer::Entry { .. } => None,
+        }
+    }
 }
 
 impl IntoResponse for Answer {
     fn into_response(self) -> Response {
         let replayed = self.replayed();
         let status = self.status();
+        let internal = self.internal_cause();
         // Serialising strings, numbers and maps cannot fail.
         let (content_type, bytes) = match &self {
             Answer::Entry { entry, .. } => (
@@ -357,22 +389,18 @@ impl IntoResponse for Answer {
         if replayed {
             headers.insert("Idempotent-Replayed", HeaderValue::from_static("true"));
         }
+        if let Some(cause) = internal {
+            response.extensions_mut().insert(InternalError(cause));
+        }
         response
     }
 }
 
 /// The answer to a decided intent: 201 for a new posted entry, 200 with
 /// `Idempotent-Replayed: true` for a replay, 422 with the stored entry for a
-/// stored rejection (on replay too), 409 for a conflict. Counted for
-/// `GET /metrics` (replays, conflicts, rejections and refusals by code).
-pub fn answer(decision: Decision) -> Answer {
-    let outcome = crate::metrics::Outcome::of(&decision);
-    let answer = decision_answer(decision);
-    crate::metrics::global().observe_answer(outcome, &answer);
-    answer
-}
-
-fn decision_answer(decision: Decision) -> Answer {
+/// stored rejection (on replay too), 409 for a conflict. Not counted here:
+/// the handlers answer through `crate::routes::answer`, which counts.
+pub fn decision_answer(decision: Decision) -> Answer {
     match decision {
         Decision::Created(entry) => entry_answer(&entry, false),
         Decision::Replayed(entry) => entry_answer(&entry, true),
@@ -466,6 +494,7 @@ fn entry_answer(entry: &StoredEntry, replayed: bool) -> Answer {
                 status,
                 replayed,
                 body,
+                internal: None,
             }
         }
     }

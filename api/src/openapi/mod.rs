@@ -1,20 +1,18 @@
 //! The OpenAPI 3.1 document of the HTTP API, generated from the code.
 //!
-//! Every route is registered in [`crate::server::routes`] with
+//! Every route is registered in `crate::server::routes` with
 //! `utoipa_axum::routes!`, which takes the method and path from the
 //! handler's `#[utoipa::path]` attribute: the router serves exactly the
 //! operations the document lists (tests/openapi.rs checks both ways over
 //! HTTP). Response bodies are the handlers' own types (`ToSchema`, in
-//! tally-ledger behind its `openapi` feature); request bodies and query
-//! strings are described by [`schemas`], checked against the parsers.
+//! [`crate::views`]); request bodies and query strings are the typed
+//! structs of [`crate::requests`], which the handlers parse with.
 //! [`complete`] then adds what every operation of a kind shares: the
 //! bearer scheme, the scope in each description, and the problems any
 //! authenticated, body-carrying or `/v1` request can get.
 //!
 //! Served at `GET /openapi.json`; `GET /docs` is Swagger UI, embedded in
 //! the binary (no network needed to build or to browse it).
-
-pub mod schemas;
 
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
@@ -30,6 +28,7 @@ use utoipa::openapi::{ContentBuilder, HeaderBuilder, OpenApi, Ref, RefOr};
 
 use crate::problem::ApiError;
 use crate::routes::path::PathText;
+use crate::views::{Problem, ProblemCode};
 
 /// The name of the security scheme (an `Authorization: Bearer` API key).
 pub const BEARER: &str = "bearer";
@@ -38,19 +37,6 @@ pub const DOCUMENT_PATH: &str = "/openapi.json";
 /// Paths that load balancers and scrapers probe: never rate limited.
 const PROBES: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
 const PROBLEM_JSON: &str = "application/problem+json";
-
-/// Descriptions shared by many operations.
-pub mod text {
-    pub const CREATED: &str = "Posted: the new entry.";
-    pub const REPLAYED: &str = "A replay of a posted entry: the body of the first answer, \
-        byte for byte, with `Idempotent-Replayed: true`.";
-    pub const CONFLICT: &str = "`idempotency_conflict`: the upstream ID already names an entry \
-        with other parameters (`entry_id`, `differing_fields`). Nothing was written.";
-    pub const NOT_FOUND: &str = "`not_found`: no such object in the caller's tenant (another \
-        tenant's objects are invisible).";
-    pub const INVALID_QUERY: &str = "`invalid_request`: a query parameter is unknown, repeated \
-        or invalid (`errors` names each).";
-}
 
 /// The hand-written part of the document: info, tags, and schemas no
 /// operation names directly. Paths come only from the router.
@@ -61,7 +47,7 @@ pub mod text {
         description = include_str!("description.md"),
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
-    components(schemas(schemas::ProblemCode, schemas::Problem)),
+    components(schemas(ProblemCode, Problem)),
     tags(
         (name = "entries", description = "Usage debits, payments, batches, and reading the log."),
         (name = "accounts", description = "Account settings, balances, usage summaries, statements."),
@@ -74,11 +60,15 @@ pub mod text {
 )]
 pub struct ApiDoc;
 
-/// The document, built once from the router.
-pub fn document() -> &'static OpenApi {
-    static DOCUMENT: OnceLock<OpenApi> = OnceLock::new();
+static DOCUMENT: OnceLock<OpenApi> = OnceLock::new();
+
+/// The document of the router's operations (`routes`: what
+/// `crate::server::routes` assembles), completed once; every later call
+/// gives the same document. The router is assembled above this module, so
+/// it hands its document down instead of this module reaching up for it.
+pub fn document(routes: impl FnOnce() -> OpenApi) -> &'static OpenApi {
     DOCUMENT.get_or_init(|| {
-        let (_, mut doc) = crate::server::routes().split_for_parts();
+        let mut doc = routes();
         complete(&mut doc);
         doc
     })
@@ -263,7 +253,11 @@ fn complete_operation(path: &str, op: &mut Operation) {
     responses((status = 200, description = "The document.", body = serde_json::Value)),
 )]
 pub async fn get_openapi() -> Response {
-    Json(document()).into_response()
+    match DOCUMENT.get() {
+        Some(doc) => Json(doc).into_response(),
+        // `crate::server::router` builds the document before it serves.
+        None => ApiError::Internal("the OpenAPI document was not built".into()).into_response(),
+    }
 }
 
 /// The Swagger UI configuration: the document above, no online validator.
@@ -329,8 +323,8 @@ pub async fn get_docs() -> Html<&'static str> {
         (status = 200, description = "The file.", content(
             (String = "text/css"), (String = "text/javascript"), (String = "image/png"), (String = "text/html"),
         )),
-        (status = 404, description = "`not_found`: no such file.", body = schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`invalid_request`: the file name is not UTF-8 once percent-decoded.", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such file.", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_request`: the file name is not UTF-8 once percent-decoded.", body = Problem, content_type = "application/problem+json"),
     ),
 )]
 pub async fn get_docs_asset(file: PathText) -> Result<Response, ApiError> {

@@ -7,47 +7,22 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
-use serde_json::{Map, Value};
 use tally_ledger::decide::Decision;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::check_any_account;
 use tally_ledger::state::{AccountSettings, Overdraft, StateKey, StateValue};
 use tally_ledger::LedgerError;
-use tally_projections::balances::{read_balance, BalanceView};
+use tally_projections::balances::read_balance;
 
+use super::answer;
 use super::path::PathText;
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::openapi::schemas::{self, AccountSettingsRequest, Metadata, Problem};
-use crate::problem::{answer, ApiError};
-use crate::server::AppState;
-
-/// An account: its settings and its current balance.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[schema(as = Account, example = json!({
-    "account": "cust_42", "unit": "USD", "overdraft": {"limit": "50"},
-    "metadata": {"plan": "pro"}, "settings_version": 1,
-    "settings_entry_id": "ent_0193a8d2c4f07b3e9a51c2d4e6f80a1b",
-    "balance": {"account": "cust_42", "unit": "USD", "debits": "0", "credits": "0",
-                "posted": "0", "held": "0", "available": "0", "as_of_seq": 1}
-}))]
-pub struct AccountView {
-    account: String,
-    unit: String,
-    /// `"allow"`, `"forbid"` or `{"limit": "<amount>"}`.
-    #[schema(value_type = schemas::Overdraft)]
-    overdraft: Value,
-    #[schema(value_type = Option<Metadata>, required = true)]
-    metadata: Option<Map<String, Value>>,
-    /// 0 until the account's settings are first set.
-    settings_version: i64,
-    /// The `account_settings` entry that set the current settings.
-    #[schema(required = true)]
-    settings_entry_id: Option<String>,
-    balance: BalanceView,
-}
+use crate::problem::ApiError;
+use crate::requests::{self, AccountSettingsRequest};
+use crate::state::AppState;
+use crate::views::{AccountView, Problem};
 
 #[utoipa::path(
     put,
@@ -75,7 +50,8 @@ pub async fn put_account(
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Admin)?;
     let account = account.into_inner();
-    let intent = Intent::settings(&account, body).map_err(ApiError::Invalid)?;
+    let intent = Intent::settings(&account, requests::read::<AccountSettingsRequest>(body))
+        .map_err(ApiError::Invalid)?;
     match app.writers.decide(caller.tenant(), intent).await? {
         Decision::Created(_) | Decision::Unchanged(_) => {
             Ok(Json(account_view(&app, caller.tenant(), &account).await?).into_response())
@@ -148,6 +124,6 @@ async fn account_view(
         metadata,
         settings_version: version,
         settings_entry_id: (version > 0).then_some(entry_id),
-        balance,
+        balance: balance.into(),
     })
 }

@@ -7,17 +7,16 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::Utc;
-use serde::Serialize;
 use tally_ledger::audit::export::{export_stream, ExportFormat, ExportRange, EXPORT_PAGE};
-use tally_ledger::audit::sign::Signature;
 use tally_ledger::entry::format_recorded_at;
 use tally_ledger::keys::Scope;
 
 use super::query::QueryParams;
 use crate::auth::Caller;
-use crate::openapi::schemas::{ExportQuery, Problem};
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::ExportQuery;
+use crate::state::AppState;
+use crate::views::{HeadView, Problem};
 
 /// Streams the caller's log, `from_seq` (default 1) to `to_seq` (default
 /// the head), as JSONL (default) or CSV. The range is fixed when the
@@ -102,26 +101,6 @@ pub async fn get_export(
     Ok(response)
 }
 
-/// The caller's chain head, signed when the server has a key.
-#[derive(Serialize, utoipa::ToSchema)]
-#[schema(as = AuditHead)]
-pub struct HeadView {
-    tenant: String,
-    seq: i64,
-    hash: String,
-    checked_at: String,
-    /// `"on"` or `"off"`.
-    #[schema(value_type = String)]
-    signing: &'static str,
-    /// The checkpoint over (tenant, seq, hash, checked_at); null when
-    /// signing is off.
-    #[schema(required = true)]
-    signature: Option<Signature>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, nullable = false)]
-    notice: Option<&'static str>,
-}
-
 /// The caller's chain head now, signed when the server has a key.
 #[utoipa::path(
     get,
@@ -164,6 +143,6 @@ pub async fn get_head(
         notice: signature.is_none().then_some(
             "signing is off: start tally serve with TALLY_SIGNING_KEY or --signing-key-file to sign checkpoints",
         ),
-        signature,
+        signature: signature.map(Into::into),
     }))
 }

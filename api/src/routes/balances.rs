@@ -4,15 +4,16 @@ use axum::extract::{RawQuery, State};
 use axum::Json;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_unit};
-use tally_projections::balances::{read_balance, BalanceView};
+use tally_projections::balances::read_balance;
 use tally_projections::statement::read_balance_at;
 
 use super::path::PathText;
 use super::query::QueryParams;
 use crate::auth::Caller;
-use crate::openapi::schemas::{BalanceQuery, Problem};
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::BalanceQuery;
+use crate::state::AppState;
+use crate::views::{Balance, Problem};
 
 #[utoipa::path(
     get,
@@ -25,7 +26,7 @@ use crate::server::AppState;
     params(("account" = String, Path, description = "Any account, system accounts included.", example = "cust_42"), BalanceQuery),
     security(("bearer" = ["read"])),
     responses(
-        (status = 200, description = "The balance.", body = BalanceView),
+        (status = 200, description = "The balance.", body = Balance),
         (status = 404, description = "`not_found`: the account has no entries (in that unit), or \
             is another tenant's.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request`: an unknown, repeated or invalid \
@@ -38,7 +39,7 @@ pub async fn get_balance(
     caller: Caller,
     account: PathText,
     RawQuery(raw): RawQuery,
-) -> Result<Json<BalanceView>, ApiError> {
+) -> Result<Json<Balance>, ApiError> {
     caller.require(Scope::Read)?;
     let mut q = QueryParams::documented::<BalanceQuery>(raw.as_deref())?;
     let account = q.path(account, "account", check_any_account);
@@ -61,7 +62,7 @@ pub async fn get_balance(
             as_of,
         )
         .await?;
-        return Ok(Json(view));
+        return Ok(Json(view.into()));
     }
     let view = read_balance(
         app.writers.storage(),
@@ -71,5 +72,5 @@ pub async fn get_balance(
         as_of_seq,
     )
     .await?;
-    Ok(Json(view))
+    Ok(Json(view.into()))
 }

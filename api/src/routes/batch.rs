@@ -6,65 +6,21 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use serde_json::{Map, Value};
-use tally_ledger::entry::EntryView;
 use tally_ledger::fields::ValidationErrors;
 use tally_ledger::intent::{EntryKind, Intent};
 use tally_ledger::keys::Scope;
 
+use super::{answer, count_embedded};
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::openapi::schemas::{BatchRequest, Problem};
-use crate::problem::{answer, Answer, ApiError};
-use crate::server::AppState;
+use crate::problem::{Answer, ApiError};
+use crate::requests::{self, BatchRequest};
+use crate::state::AppState;
+use crate::views::{BatchItem, BatchResults, Problem};
 
 /// Most operations in one batch.
 pub const MAX_OPERATIONS: usize = 1_000;
-
-/// The answer to one operation, exactly as its single endpoint would give
-/// it: `entry` for a 201 or a replayed 200, `problem` otherwise.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct BatchItem {
-    /// The HTTP status the single endpoint would answer.
-    #[schema(example = 201)]
-    status: u16,
-    /// Whether it is a replay (the single endpoint's `Idempotent-Replayed`).
-    replayed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = EntryView, nullable = false)]
-    entry: Option<Box<EntryView>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Problem, nullable = false)]
-    problem: Option<Map<String, Value>>,
-}
-
-impl From<Answer> for BatchItem {
-    fn from(a: Answer) -> Self {
-        match a {
-            Answer::Entry {
-                status,
-                replayed,
-                entry,
-            } => BatchItem {
-                status: status.as_u16(),
-                replayed,
-                entry: Some(entry),
-                problem: None,
-            },
-            Answer::Problem {
-                status,
-                replayed,
-                body,
-            } => BatchItem {
-                status: status.as_u16(),
-                replayed,
-                entry: None,
-                problem: Some(body),
-            },
-        }
-    }
-}
 
 const BATCH_KINDS: [EntryKind; 5] = [
     EntryKind::UsageDebit,
@@ -74,17 +30,12 @@ const BATCH_KINDS: [EntryKind; 5] = [
     EntryKind::Reversal,
 ];
 
-/// One result per operation, in request order.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct BatchResults {
-    results: Vec<BatchItem>,
-}
-
 fn invalid(field: &str, message: impl Into<String>) -> ApiError {
     ApiError::Invalid(ValidationErrors::single(field, message))
 }
 
-fn operations(mut body: Map<String, Value>) -> Result<Vec<Value>, ApiError> {
+fn operations(body: Map<String, Value>) -> Result<Vec<Value>, ApiError> {
+    let mut body = requests::read::<BatchRequest>(body);
     let mut errors = ValidationErrors::default();
     for key in body.keys() {
         if key != "operations" {
@@ -130,7 +81,7 @@ fn parse_operation(op: Value) -> Result<Intent, Answer> {
         )
         .answer());
     };
-    Intent::parse(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
+    requests::intent(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
 }
 
 #[utoipa::path(
@@ -181,9 +132,11 @@ pub async fn post_batch(
     let results = answers
         .into_iter()
         .map(|a| {
-            BatchItem::from(a.unwrap_or_else(|| {
+            let a = a.unwrap_or_else(|| {
                 ApiError::Internal("an operation got no decision".into()).answer()
-            }))
+            });
+            count_embedded(&a);
+            BatchItem::from(a)
         })
         .collect();
     Ok((StatusCode::OK, axum::Json(BatchResults { results })).into_response())

@@ -2,7 +2,6 @@
 
 use axum::extract::{RawQuery, State};
 use axum::Json;
-use serde::Serialize;
 use tally_ledger::entry::EntryView;
 use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
@@ -12,11 +11,12 @@ use tally_ledger::store::EntryFilter;
 
 use super::path::PathText;
 use super::query::QueryParams;
+use super::text;
 use crate::auth::Caller;
-use crate::openapi::schemas::{EntriesQuery, Problem};
-use crate::openapi::text;
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::EntriesQuery;
+use crate::state::AppState;
+use crate::views::{Entry, EntryPage, Problem};
 
 /// Largest page of `GET /v1/entries`.
 pub const MAX_PAGE: i64 = 1_000;
@@ -33,7 +33,7 @@ pub const DEFAULT_PAGE: i64 = 100;
     params(("id" = String, Path, description = "The entry's `id`.", example = "ent_0193a8d2c4f07b3e9a51c2d4e6f80a1b")),
     security(("bearer" = ["read"])),
     responses(
-        (status = 200, description = "The entry.", body = EntryView),
+        (status = 200, description = "The entry.", body = Entry),
         (status = 404, description = text::NOT_FOUND, body = Problem, content_type = "application/problem+json"),
     ),
 )]
@@ -60,15 +60,6 @@ pub async fn get_entry(
         view.reversed_by = Some(by);
     }
     Ok(Json(view))
-}
-
-/// A page of the log, in `seq` order.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct EntryPage {
-    entries: Vec<EntryView>,
-    /// Pass as `after_seq` for the next page; null when this page is the last.
-    #[schema(required = true)]
-    next_after_seq: Option<i64>,
 }
 
 #[utoipa::path(

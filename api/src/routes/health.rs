@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tally_ledger::LedgerError;
 
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// How long `/readyz` waits for the database before answering 503.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -23,8 +23,8 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(2);
     operation_id = "getHealthz",
     summary = "Liveness: the database answers",
     responses(
-        (status = 200, description = "`{\"status\": \"ok\", \"engine\"}`.", body = crate::openapi::schemas::Health),
-        (status = 503, description = "`unavailable`: the database does not answer.", body = crate::openapi::schemas::Problem, content_type = "application/problem+json"),
+        (status = 200, description = "`{\"status\": \"ok\", \"engine\"}`.", body = crate::views::Health),
+        (status = 503, description = "`unavailable`: the database does not answer.", body = crate::views::Problem, content_type = "application/problem+json"),
     ),
 )]
 pub async fn healthz(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
@@ -44,8 +44,8 @@ pub async fn healthz(State(app): State<AppState>) -> Result<Json<Value>, ApiErro
     description = "200 when migrations have run, the database answers in time and shutdown has \
         not begun.",
     responses(
-        (status = 200, description = "`{\"status\": \"ready\", \"engine\", \"schema_version\"}`.", body = crate::openapi::schemas::Health),
-        (status = 503, description = "`unavailable`: not ready, and why (`detail`).", body = crate::openapi::schemas::Problem, content_type = "application/problem+json"),
+        (status = 200, description = "`{\"status\": \"ready\", \"engine\", \"schema_version\"}`.", body = crate::views::Health),
+        (status = 503, description = "`unavailable`: not ready, and why (`detail`).", body = crate::views::Problem, content_type = "application/problem+json"),
     ),
 )]
 pub async fn readyz(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {

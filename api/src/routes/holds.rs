@@ -3,9 +3,8 @@
 use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
-use serde::Serialize;
 use tally_ledger::amount::canonical;
-use tally_ledger::entry::{format_recorded_at, EntryView};
+use tally_ledger::entry::format_recorded_at;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::check_upstream_id;
@@ -13,12 +12,13 @@ use tally_ledger::state::{StateKey, StateValue};
 
 use super::path::PathText;
 use super::rules::decide;
+use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::openapi::schemas::{CaptureRequest, HoldRequest, HoldStatus, Problem, ReleaseRequest};
-use crate::openapi::text;
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::{self, CaptureRequest, HoldRequest, ReleaseRequest};
+use crate::state::AppState;
+use crate::views::{Entry, HoldView, Problem};
 
 #[utoipa::path(
     post,
@@ -30,8 +30,8 @@ use crate::server::AppState;
     request_body = HoldRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request` (also: both or neither of `expires_at` and `ttl_seconds`; `expires_at` not in the future or more than 366 days ahead); `unit_mismatch`; the stored rejection `insufficient_funds` (with `entry`).", body = Problem, content_type = "application/problem+json"),
@@ -42,7 +42,10 @@ pub async fn post_hold(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
-    decide(app, caller, Scope::Post, body, Intent::hold).await
+    decide(app, caller, Scope::Post, body, |b| {
+        Intent::hold(requests::read::<HoldRequest>(b))
+    })
+    .await
 }
 
 #[utoipa::path(
@@ -56,8 +59,8 @@ pub async fn post_hold(
     request_body = CaptureRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 404, description = "`not_found`: no such hold (`field`: `hold_id`).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
@@ -72,7 +75,7 @@ pub async fn post_capture(
 ) -> Result<Response, ApiError> {
     let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::capture(&hold_id, b)
+        Intent::capture(&hold_id, requests::read::<CaptureRequest>(b))
     })
     .await
 }
@@ -88,8 +91,8 @@ pub async fn post_capture(
     request_body = ReleaseRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 404, description = "`not_found`: no such hold (`field`: `hold_id`).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
@@ -104,33 +107,9 @@ pub async fn post_release(
 ) -> Result<Response, ApiError> {
     let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::release(&hold_id, b)
+        Intent::release(&hold_id, requests::read::<ReleaseRequest>(b))
     })
     .await
-}
-
-/// `GET /v1/holds/{hold_id}`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[schema(as = Hold)]
-pub struct HoldView {
-    hold_id: String,
-    account: String,
-    unit: String,
-    /// The held amount.
-    #[schema(format = "decimal", example = "5")]
-    amount: String,
-    /// The account a capture credits.
-    counter_account: String,
-    #[schema(format = DateTime)]
-    expires_at: String,
-    /// `open`, `captured`, `released`, `expired` or `rejected`.
-    #[schema(value_type = HoldStatus)]
-    status: &'static str,
-    /// The hold's own entry.
-    entry_id: String,
-    /// The entry that captured or released it; null while open.
-    #[schema(required = true)]
-    closed_by: Option<String>,
 }
 
 #[utoipa::path(

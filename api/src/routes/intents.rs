@@ -3,16 +3,17 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use tally_ledger::entry::EntryView;
-use tally_ledger::intent::{EntryKind, Intent};
+use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
 
+use super::answer;
+use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::openapi::schemas::{PaymentRequest, Problem, UsageDebitRequest};
-use crate::openapi::text;
-use crate::problem::{answer, ApiError};
-use crate::server::AppState;
+use crate::problem::ApiError;
+use crate::requests::{self, PaymentRequest, UsageDebitRequest};
+use crate::state::AppState;
+use crate::views::{Entry, Problem};
 
 #[utoipa::path(
     post,
@@ -25,8 +26,8 @@ use crate::server::AppState;
     request_body = UsageDebitRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request`; `unit_mismatch`; or the stored \
@@ -53,8 +54,8 @@ pub async fn post_usage_debit(
     request_body = PaymentRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request`; `unit_mismatch`; or the stored \
@@ -77,7 +78,7 @@ async fn post(
     body: serde_json::Map<String, serde_json::Value>,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Post)?;
-    let intent = Intent::parse(kind, body).map_err(ApiError::Invalid)?;
+    let intent = requests::intent(kind, body).map_err(ApiError::Invalid)?;
     let decision = app.writers.decide(caller.tenant(), intent).await?;
     Ok(answer(decision).into_response())
 }

@@ -1,6 +1,9 @@
-//! One file per resource.
+//! One file per resource. Routes import the shared state, the problem
+//! mapping, the request structs and the views; never the server that
+//! assembles them.
 
 pub mod accounts;
+mod answer;
 pub mod audit;
 pub mod balances;
 pub mod batch;
@@ -12,4 +15,7 @@ pub(crate) mod path;
 mod query;
 pub mod rules;
 pub mod statements;
+mod text;
 pub mod usage;
+
+pub use answer::{answer, count_embedded};

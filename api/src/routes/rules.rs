@@ -5,17 +5,18 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
-use tally_ledger::entry::EntryView;
 use tally_ledger::fields::ValidationErrors;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 
+use super::answer;
+use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
-use crate::openapi::schemas::{AdjustmentRequest, Problem, RefundRequest, ReversalRequest};
-use crate::openapi::text;
-use crate::problem::{answer, ApiError};
-use crate::server::AppState;
+use crate::problem::ApiError;
+use crate::requests::{self, AdjustmentRequest, RefundRequest, ReversalRequest};
+use crate::state::AppState;
+use crate::views::{Entry, Problem};
 
 #[utoipa::path(
     post,
@@ -27,8 +28,8 @@ use crate::server::AppState;
     request_body = RefundRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 404, description = "`not_found`: no such payment (`field`: `payment_id`); retry once the payment exists.", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
@@ -40,7 +41,10 @@ pub async fn post_refund(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
-    decide(app, caller, Scope::Post, body, Intent::refund).await
+    decide(app, caller, Scope::Post, body, |b| {
+        Intent::refund(requests::read::<RefundRequest>(b))
+    })
+    .await
 }
 
 #[utoipa::path(
@@ -53,8 +57,8 @@ pub async fn post_refund(
     request_body = ReversalRequest,
     security(("bearer" = ["post"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 404, description = "`not_found`: no such entry (`field`: `entry_id`).", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
@@ -66,7 +70,10 @@ pub async fn post_reversal(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
-    decide(app, caller, Scope::Post, body, Intent::reversal).await
+    decide(app, caller, Scope::Post, body, |b| {
+        Intent::reversal(requests::read::<ReversalRequest>(b))
+    })
+    .await
 }
 
 #[utoipa::path(
@@ -79,8 +86,8 @@ pub async fn post_reversal(
     request_body = AdjustmentRequest,
     security(("bearer" = ["admin"])),
     responses(
-        (status = 201, description = text::CREATED, body = EntryView),
-        (status = 200, description = text::REPLAYED, body = EntryView,
+        (status = 201, description = text::CREATED, body = Entry),
+        (status = 200, description = text::REPLAYED, body = Entry,
             headers(("Idempotent-Replayed" = String, description = "`true` on a replay"))),
         (status = 409, description = text::CONFLICT, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request` (also: no `unit` for an account that has none); `unit_mismatch`.", body = Problem, content_type = "application/problem+json"),
@@ -91,7 +98,10 @@ pub async fn post_adjustment(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
-    decide(app, caller, Scope::Admin, body, Intent::adjustment).await
+    decide(app, caller, Scope::Admin, body, |b| {
+        Intent::adjustment(requests::read::<AdjustmentRequest>(b))
+    })
+    .await
 }
 
 /// Checks the scope, parses, and answers the writer's decision.

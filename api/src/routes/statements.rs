@@ -6,14 +6,15 @@ use axum::extract::{RawQuery, State};
 use axum::Json;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_unit};
-use tally_projections::statement::{read_statement, StatementView};
+use tally_projections::statement::read_statement;
 
 use super::path::PathText;
 use super::query::QueryParams;
 use crate::auth::Caller;
-use crate::openapi::schemas::{Problem, StatementQuery};
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::StatementQuery;
+use crate::state::AppState;
+use crate::views::{Problem, Statement};
 
 #[utoipa::path(
     get,
@@ -27,7 +28,7 @@ use crate::server::AppState;
     params(("account" = String, Path, description = "Any account.", example = "cust_42"), StatementQuery),
     security(("bearer" = ["read"])),
     responses(
-        (status = 200, description = "The statement.", body = StatementView),
+        (status = 200, description = "The statement.", body = Statement),
         (status = 404, description = "`not_found`: the account has no entries (in that unit), or \
             is another tenant's.", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_request`: `from`/`to` missing or invalid, \
@@ -40,7 +41,7 @@ pub async fn get_statement(
     caller: Caller,
     account: PathText,
     RawQuery(raw): RawQuery,
-) -> Result<Json<StatementView>, ApiError> {
+) -> Result<Json<Statement>, ApiError> {
     caller.require(Scope::Read)?;
     let mut q = QueryParams::documented::<StatementQuery>(raw.as_deref())?;
     let account = q.path(account, "account", check_any_account);
@@ -67,5 +68,5 @@ pub async fn get_statement(
         to,
     )
     .await?;
-    Ok(Json(view))
+    Ok(Json(view.into()))
 }

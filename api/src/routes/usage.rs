@@ -7,15 +7,16 @@ use axum::Json;
 use chrono::NaiveDate;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_label};
-use tally_projections::usage::{read_usage, Granularity, UsageQuery, UsageView, DAY_FORMAT};
+use tally_projections::usage::{read_usage, Granularity, UsageQuery, DAY_FORMAT};
 
 use super::path::PathText;
 use super::query::QueryParams;
+use super::text;
 use crate::auth::Caller;
-use crate::openapi::schemas::{Problem, UsageQuery as UsageParams};
-use crate::openapi::text;
 use crate::problem::ApiError;
-use crate::server::AppState;
+use crate::requests::UsageQuery as UsageParams;
+use crate::state::AppState;
+use crate::views::{Problem, Usage};
 
 /// A day `YYYY-MM-DD`, or an RFC 3339 timestamp taken as its UTC date.
 fn day(q: &mut QueryParams, name: &str) -> Option<NaiveDate> {
@@ -49,7 +50,7 @@ fn day(q: &mut QueryParams, name: &str) -> Option<NaiveDate> {
     params(("account" = String, Path, description = "A customer account.", example = "cust_42"), UsageParams),
     security(("bearer" = ["read"])),
     responses(
-        (status = 200, description = "The usage.", body = UsageView),
+        (status = 200, description = "The usage.", body = Usage),
         (status = 422, description = text::INVALID_QUERY, body = Problem, content_type = "application/problem+json"),
     ),
 )]
@@ -58,7 +59,7 @@ pub async fn get_usage(
     caller: Caller,
     account: PathText,
     RawQuery(raw): RawQuery,
-) -> Result<Json<UsageView>, ApiError> {
+) -> Result<Json<Usage>, ApiError> {
     caller.require(Scope::Read)?;
     let mut q = QueryParams::documented::<UsageParams>(raw.as_deref())?;
     let account = q.path(account, "account", check_any_account);
@@ -85,5 +86,5 @@ pub async fn get_usage(
         to,
     };
     let view = read_usage(app.writers.storage(), caller.tenant(), &query, granularity).await?;
-    Ok(Json(view))
+    Ok(Json(view.into()))
 }

@@ -1,0 +1,97 @@
+//! The query strings of the read endpoints: the parameters each accepts
+//! (`crate::routes::query::QueryParams::documented` reads the names from
+//! here) and their documentation. The handlers validate the values.
+
+#![allow(dead_code)] // Never built: they name and describe the parameters.
+
+use utoipa::IntoParams;
+
+/// Query of `GET /v1/entries`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EntriesQuery {
+    /// Entries whose debit or credit side is this account (system accounts too).
+    #[param(example = "cust_42")]
+    account: Option<String>,
+    /// Only entries of this kind.
+    kind: Option<crate::views::EntryKind>,
+    /// Entries with `seq` greater than this (pass the previous page's
+    /// `next_after_seq`); default 0.
+    #[param(minimum = 0, example = 0)]
+    after_seq: Option<i64>,
+    /// Page size, 1–1,000; default 100.
+    #[param(minimum = 1, maximum = 1000, example = 100)]
+    limit: Option<i64>,
+    /// `recorded_at` at or after this RFC 3339 time.
+    #[param(format = DateTime, example = "2026-11-01T00:00:00Z")]
+    from: Option<String>,
+    /// `recorded_at` before this RFC 3339 time.
+    #[param(format = DateTime, example = "2026-12-01T00:00:00Z")]
+    to: Option<String>,
+}
+
+/// Query of `GET /v1/accounts/{account}/balance`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct BalanceQuery {
+    /// The balance as of this log position (not beyond the head). Not with
+    /// `as_of`.
+    #[param(minimum = 0, example = 17)]
+    as_of_seq: Option<i64>,
+    /// The balance from the entries recorded at or before this RFC 3339
+    /// time (not in the future). Not with `as_of_seq`.
+    #[param(format = DateTime, example = "2026-11-29T12:00:00Z")]
+    as_of: Option<String>,
+    /// Required for a system account holding several units.
+    #[param(example = "USD")]
+    unit: Option<String>,
+}
+
+/// Query of `GET /v1/accounts/{account}/usage`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UsageQuery {
+    /// Only this meter (exact match).
+    #[param(example = "llm-tokens")]
+    meter: Option<String>,
+    /// First day included: `YYYY-MM-DD`, or an RFC 3339 time taken as its
+    /// UTC date.
+    #[param(example = "2026-11-01")]
+    from: Option<String>,
+    /// First day excluded (same forms); after `from`.
+    #[param(example = "2026-12-01")]
+    to: Option<String>,
+    /// `day` (default) or `month`.
+    granularity: Option<crate::views::Granularity>,
+}
+
+/// Query of `GET /v1/accounts/{account}/statement`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StatementQuery {
+    /// Start of the period (inclusive), RFC 3339, on `recorded_at`.
+    #[param(format = DateTime, example = "2026-11-01T00:00:00Z")]
+    from: String,
+    /// End of the period (exclusive), RFC 3339; after `from`, not in the
+    /// future.
+    #[param(format = DateTime, example = "2026-11-29T00:00:00Z")]
+    to: String,
+    /// Required for a system account holding several units.
+    #[param(example = "USD")]
+    unit: Option<String>,
+}
+
+/// Query of `GET /v1/audit/export`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExportQuery {
+    /// `jsonl` (default) or `csv`.
+    #[param(example = "jsonl")]
+    format: Option<String>,
+    /// First seq exported (default 1).
+    #[param(minimum = 1, example = 1)]
+    from_seq: Option<i64>,
+    /// Last seq exported (default: the head when the request starts).
+    #[param(minimum = 0, example = 100)]
+    to_seq: Option<i64>,
+}

@@ -1,0 +1,30 @@
+//! The response bodies as the document describes them (`ToSchema`), built
+//! from the ledger's types, so the ledger needs no schema of its own.
+
+mod accounts;
+mod audit;
+mod balance;
+mod batch;
+mod entries;
+mod entry;
+mod fields;
+mod holds;
+mod operations;
+mod problem;
+mod settings;
+mod statement;
+mod usage;
+
+pub use accounts::AccountView;
+pub use audit::{HeadView, Signature};
+pub use balance::Balance;
+pub use batch::{BatchItem, BatchResults};
+pub use entries::EntryPage;
+pub use entry::{Entry, EntryDetails, EntryKind, EntryStatus, Rejection};
+pub use fields::FieldError;
+pub use holds::{HoldStatus, HoldView};
+pub use operations::Health;
+pub use problem::{Problem, ProblemCode};
+pub use settings::{Metadata, Overdraft, OverdraftLimit, OverdraftMode};
+pub use statement::{BalanceFigures, Movements, Statement};
+pub use usage::{Granularity, Usage, UsagePeriod};
