@@ -10,6 +10,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod proxy;
+pub mod wait;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -9,6 +9,7 @@ mod changes;
 mod durability_tests;
 mod group;
 mod memory;
+mod migration_checksums;
 mod postgres;
 mod readiness;
 mod rules;
