@@ -253,6 +253,9 @@ mod tests {
             with_database("postgres://u@h:5432/test?sslmode=disable", "x"),
             "postgres://u@h:5432/x?sslmode=disable"
         );
-        assert_eq!(with_database("postgres://u@h:5432", "x"), "postgres://u@h:5432/x");
+        assert_eq!(
+            with_database("postgres://u@h:5432", "x"),
+            "postgres://u@h:5432/x"
+        );
     }
 }

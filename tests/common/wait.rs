@@ -32,8 +32,13 @@ pub async fn metric(server: &Server, name: &str) -> Option<f64> {
         .send(server.client.get(format!("{}/metrics", server.base)))
         .await;
     let text = String::from_utf8_lossy(&r.body).into_owned();
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    text.lines().find_map(|line| {
+        line.strip_prefix(name)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// Waits until the writers hold at least `intents` queued intents: the

@@ -93,7 +93,11 @@ pub(super) async fn accept_reworded_sqlite(pool: &SqlitePool) -> Result<(), Ledg
     if tables == 0 {
         return Ok(());
     }
-    let stored = stored_checksums(sqlx::query("SELECT version, checksum FROM _sqlx_migrations").fetch_all(pool).await?)?;
+    let stored = stored_checksums(
+        sqlx::query("SELECT version, checksum FROM _sqlx_migrations")
+            .fetch_all(pool)
+            .await?,
+    )?;
     for (version, earlier, current) in updates(Engine::Sqlite, &stored) {
         sqlx::query("UPDATE _sqlx_migrations SET checksum = ? WHERE version = ? AND checksum = ?")
             .bind(current)
@@ -115,7 +119,11 @@ pub(super) async fn accept_reworded_postgres(pool: &PgPool) -> Result<(), Ledger
     if !exists {
         return Ok(());
     }
-    let stored = stored_checksums(sqlx::query("SELECT version, checksum FROM _sqlx_migrations").fetch_all(pool).await?)?;
+    let stored = stored_checksums(
+        sqlx::query("SELECT version, checksum FROM _sqlx_migrations")
+            .fetch_all(pool)
+            .await?,
+    )?;
     for (version, earlier, current) in updates(Engine::Postgres, &stored) {
         sqlx::query(
             "UPDATE _sqlx_migrations SET checksum = $1 WHERE version = $2 AND checksum = $3",
@@ -157,10 +165,7 @@ mod tests {
             for file in files {
                 let earlier = hex::decode(file.earlier_sha384).unwrap();
                 assert_eq!(earlier.len(), 48, "version {}", file.version);
-                let current = migrator
-                    .iter()
-                    .find(|m| m.version == file.version)
-                    .unwrap();
+                let current = migrator.iter().find(|m| m.version == file.version).unwrap();
                 assert_ne!(&*current.checksum, earlier.as_slice());
                 let stored = vec![(file.version, earlier.clone()), (99, earlier.clone())];
                 let found = updates(engine, &stored);
