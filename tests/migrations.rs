@@ -4,6 +4,8 @@
 //! earlier checksums (ledger/src/store/migration_checksums.rs). A checksum
 //! that is neither the earlier nor the current text still stops start-up.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::PathBuf;

@@ -6,6 +6,8 @@
 //! each tenant's rows do. It also keeps every look-up inside one tenant's
 //! part of the index.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::BTreeMap;
