@@ -296,7 +296,7 @@ async fn a_full_writer_queue_answers_429_with_retry_after(engine: Engine) {
                 .await
         })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    common::wait::until_queued(&server, 10.0).await;
     let r = server
         .post("/v1/usage-debits", &key, &debit("late", "cust", "1"))
         .await;

@@ -107,6 +107,7 @@ async fn a_client_sending_half_its_headers_is_disconnected(engine: Engine) {
     let mut slow = TcpStream::connect(server.addr()).await.unwrap();
     for piece in HEALTHZ.chunks(10) {
         slow.write_all(piece).await.unwrap();
+        // A slow client is the behaviour under test.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let answer = read_answer(&mut slow).await;
@@ -126,7 +127,8 @@ async fn an_idle_kept_alive_connection_is_closed(engine: Engine) {
     let mut conn = TcpStream::connect(server.addr()).await.unwrap();
     conn.write_all(HEALTHZ).await.unwrap();
     assert!(read_answer(&mut conn).await.starts_with("HTTP/1.1 200"));
-    // Idle longer than the header timeout: still open, and serves again.
+    // Idle longer than the header timeout (the idleness is the behaviour
+    // under test): still open, and serves again.
     tokio::time::sleep(Duration::from_millis(800)).await;
     conn.write_all(HEALTHZ).await.unwrap();
     assert!(read_answer(&mut conn).await.starts_with("HTTP/1.1 200"));
@@ -218,7 +220,8 @@ async fn slow_batch(addr: std::net::SocketAddr, key: String, body: Vec<u8>) -> (
     got.extend_from_slice(&buf[..n]);
     if got.starts_with(b"HTTP/1.1 100") {
         got.clear();
-        // 16 pieces, 50 ms apart: every admitted body is in flight at once.
+        // 16 pieces, 50 ms apart (a slow upload is the behaviour under
+        // test): every admitted body is in flight at once.
         for piece in body.chunks(body.len().div_ceil(16)) {
             conn.write_all(piece).await.unwrap();
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -275,6 +278,7 @@ async fn bodies_in_flight_are_bounded_in_memory(engine: Engine) {
             let mut peak = 0;
             while sampling.load(std::sync::atomic::Ordering::Relaxed) {
                 peak = peak.max(rss_bytes(pid));
+                // The sampling period of the memory watch, not a wait.
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             peak

@@ -6,7 +6,6 @@ mod common;
 
 use common::{debit, Engine, Ledger, Resp, Server};
 use serde_json::{json, Value};
-use sqlx::{Connection, Row};
 
 engine_tests!(
     a_replay_returns_the_same_bytes_with_200_and_the_header,
@@ -21,7 +20,6 @@ engine_tests!(
     names_ids_and_metadata_are_bounded_in_bytes,
     hostile_text_is_data_not_sql,
     an_internal_error_answers_500_without_its_cause,
-    every_key_of_the_schema_starts_with_tenant_id,
 );
 
 async fn a_replay_returns_the_same_bytes_with_200_and_the_header(engine: Engine) {
@@ -1084,85 +1082,4 @@ async fn an_internal_error_answers_500_without_its_cause(engine: Engine) {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-}
-
-/// Every primary key and UNIQUE constraint of the schema (the migrated
-/// database itself, not the migration files) starts with `tenant_id`:
-/// no key can make one tenant's row collide with another's, and the schema
-/// can be distributed by tenant.
-async fn every_key_of_the_schema_starts_with_tenant_id(engine: Engine) {
-    let ledger = Ledger::new(engine.clone()).await;
-    // Creating a key migrates the database.
-    ledger.key("acme", "read").await;
-    // (table, key, its first column; None if not a column)
-    let rows: Vec<(String, String, Option<String>)> = match engine {
-        Engine::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(&ledger.database_url)
-                .await
-                .unwrap();
-            // SQLite backs every PRIMARY KEY and UNIQUE constraint of a
-            // table with an index, except an INTEGER PRIMARY KEY (the rowid):
-            // the second query finds those.
-            let mut rows: Vec<(String, String, Option<String>)> = sqlx::query(
-                "SELECT m.name, il.name, (SELECT ii.name FROM pragma_index_info(il.name) ii \
-                 WHERE ii.seqno = 0) FROM sqlite_master m, pragma_index_list(m.name) il \
-                 WHERE m.type = 'table' AND il.\"unique\" = 1 AND m.name <> '_sqlx_migrations'",
-            )
-            .fetch_all(&mut c)
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect();
-            let rowid_keys: Vec<(String, String)> = sqlx::query(
-                "SELECT m.name, ti.name FROM sqlite_master m, pragma_table_info(m.name) ti \
-                 WHERE m.type = 'table' AND ti.pk = 1 AND m.name <> '_sqlx_migrations'",
-            )
-            .fetch_all(&mut c)
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-            for (table, column) in rowid_keys {
-                rows.push((table, "primary key".into(), Some(column)));
-            }
-            rows
-        }
-        Engine::Postgres { .. } => {
-            let mut c = sqlx::PgConnection::connect(&ledger.database_url)
-                .await
-                .unwrap();
-            sqlx::query(
-                "SELECT t.relname::text, ic.relname::text, a.attname::text FROM pg_index i \
-                 JOIN pg_class t ON t.oid = i.indrelid \
-                 JOIN pg_class ic ON ic.oid = i.indexrelid \
-                 JOIN pg_namespace n ON n.oid = t.relnamespace \
-                 LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] \
-                 WHERE i.indisunique AND n.nspname = current_schema() \
-                 AND t.relname <> '_sqlx_migrations'",
-            )
-            .fetch_all(&mut c)
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect()
-        }
-    };
-    let tables: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-    for table in [
-        "api_keys",
-        "ledger_heads",
-        "entries",
-        "balances",
-        "rule_state",
-    ] {
-        assert!(tables.contains(table), "no key of {table} found: {rows:?}");
-    }
-    let wrong: Vec<_> = rows
-        .iter()
-        .filter(|(_, _, first)| first.as_deref() != Some("tenant_id"))
-        .collect();
-    assert!(wrong.is_empty(), "keys not led by tenant_id: {wrong:?}");
 }

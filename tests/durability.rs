@@ -220,17 +220,9 @@ async fn a_rebuild_in_several_ranges_equals_the_writers_projections(engine: Engi
                 .map(|a| format!("/v1/accounts/{a}/usage")),
         )
         .collect();
-    // The usage rows are current once the projector has caught up.
-    let usage_path = paths.last().unwrap().clone();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let mut last = Vec::new();
-    loop {
-        let now = server.get(&usage_path, &key).await.body;
-        if now == last || std::time::Instant::now() > deadline {
-            break;
-        }
-        last = now;
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // The usage rows are read once the projector has caught up.
+    for path in paths.iter().filter(|p| p.ends_with("/usage")) {
+        common::wait::until_usage_current(&server, &key, path).await;
     }
     let mut before = Vec::new();
     for p in &paths {

@@ -79,8 +79,18 @@ async fn a_permanent_database_error_is_500_not_retryable(engine: Engine) {
     assert!(r.headers.get("retry-after").is_none(), "{r:?}");
     assert_eq!(internal_errors(&server, "schema").await, before + 2);
 
-    // The cause is in the log, on a line with the request's ID.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The cause is in the log, on a line with the request's ID (written
+    // as the answer leaves, so it may trail it by a moment).
+    common::wait::until(
+        "a log line naming the request and the cause",
+        Duration::from_secs(10),
+        || async {
+            log.lines()
+                .iter()
+                .any(|l| l.contains("req-permanent-read") && l.contains("balances"))
+        },
+    )
+    .await;
     let lines = log.lines();
     assert!(
         lines

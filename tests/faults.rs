@@ -110,6 +110,7 @@ fn spawn_worker(
         for d in &mine {
             deliver(&client, d, &acks, &deliveries).await;
             if !pace.is_zero() {
+                // The client's pace is part of the load under test.
                 tokio::time::sleep(pace).await;
             }
         }
@@ -139,6 +140,7 @@ fn spawn_open_worker(
             sent.lock().unwrap().push(d.clone());
             deliver(&client, &d, &acks, &deliveries).await;
             k += 1;
+            // The client's pace is part of the load under test.
             tokio::time::sleep(pace).await;
         }
     })
@@ -387,6 +389,9 @@ async fn restart_mid_step(engine: &Engine) -> Report {
     let mut kills = 0u64;
     let mut a = Some(a);
     let mut b = Some(b);
+    // The sleeps below shape the faults under test: load runs 150 ms
+    // between kills, each process stays down 100 ms, and load goes on
+    // 200 ms after the last restart.
     for round in 0..4 * soak() {
         tokio::time::sleep(Duration::from_millis(150)).await;
         // Mostly one of several, once the other too.
@@ -492,10 +497,14 @@ async fn database_faults(engine: &Engine) -> Report {
                     }
                     _ => {}
                 }
+                // The probe's pace: it samples the outage over time.
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }
         })
     };
+    // The sleeps below shape the faults under test (when they strike and
+    // how long each lasts), with load running throughout and for 200 ms
+    // after the last one.
     let mut faults = 0;
     match &db_proxy {
         Some(db_proxy) => {

@@ -79,7 +79,7 @@ struct Harness {
     runtime: tokio::runtime::Runtime,
     app: Router,
     key: String,
-    _dir: tempfile::TempDir,
+    _database: tally_testdb::FreshDatabase,
 }
 
 impl Harness {
@@ -89,8 +89,8 @@ impl Harness {
             .enable_all()
             .build()
             .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}/fuzz.db", dir.path().display());
+        let database = tally_testdb::FreshDatabase::sqlite();
+        let url = database.url.clone();
         let (app, key) = runtime.block_on(async {
             let storage = Storage::connect(&url).await.unwrap();
             let key = generate_secret().unwrap();
@@ -105,7 +105,7 @@ impl Harness {
             runtime,
             app,
             key,
-            _dir: dir,
+            _database: database,
         }
     }
 

@@ -446,6 +446,8 @@ impl Run<'_> {
 
     async fn op(&mut self, op: &Op) -> Result<(), String> {
         let sent = match op {
+            // Time passing is one of the generated operations (holds
+            // expire): the sleep is the behaviour under test.
             Op::Sleep => {
                 self.log.push("sleep 320 ms".into());
                 tokio::time::sleep(Duration::from_millis(320)).await;

@@ -394,7 +394,7 @@ async fn late_request_status(server: &Arc<Server>, key: &str, tag: &str) -> u16 
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    common::wait::until_queued(server, 10.0).await;
     let late = server
         .post(
             "/v1/usage-debits",
@@ -666,6 +666,8 @@ async fn a_key_over_its_rate_limit_gets_429_and_other_keys_do_not(engine: Engine
     let over = server.get("/v1/entries", &a).await;
     assert_eq!(over.status, 429, "{over:?}");
     assert_eq!(over.headers["retry-after"], "1");
+    // The refill over time is the behaviour under test: wait the
+    // Retry-After the server asked for.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(server.get("/v1/entries", &a).await.status, 200);
 }
@@ -734,7 +736,7 @@ async fn requests_beyond_max_in_flight_are_shed_but_probes_are_not(engine: Engin
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    common::wait::until_queued(&server, 1.0).await;
     let shed = server.get("/v1/entries", &key).await;
     assert_eq!(
         (shed.status, shed.code().as_str()),

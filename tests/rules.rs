@@ -393,6 +393,7 @@ async fn a_hold_past_its_expiry_cannot_be_captured(engine: Engine) {
     server
         .post("/v1/holds", &key, &hold("h1", "cust", "4", 1))
         .await;
+    // The hold's 1 s expiry passing is the behaviour under test.
     tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
     let r = server
         .post(

@@ -480,7 +480,8 @@ async fn expired_holds_are_released_exactly_once_by_many_processes(engine: Engin
         }
         pending = still;
     }
-    // Let every process sweep a good many more times.
+    // Let every process sweep a good many more times: repeated sweeps
+    // racing over holds already released are the behaviour under test.
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let entries = s[2].all_entries(&key).await;
@@ -558,6 +559,8 @@ async fn hold_and_capture_racing_the_expiry(engine: Engine) {
                 .unwrap()
                 .with_timezone(&chrono::Utc);
             let at = expires_at + chrono::Duration::milliseconds(offset);
+            // A capture at a chosen offset from the expiry is the race
+            // under test.
             if let Ok(wait) = (at - chrono::Utc::now()).to_std() {
                 tokio::time::sleep(wait).await;
             }
@@ -594,6 +597,7 @@ async fn hold_and_capture_racing_the_expiry(engine: Engine) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // More sweeps over released holds, racing: the behaviour under test.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let entries = s[1].all_entries(&key).await;

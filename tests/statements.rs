@@ -101,6 +101,8 @@ async fn adjacent_statements_add_up_and_list_every_entry(engine: Engine) {
     let u1 = created(&server, "/v1/usage-debits", &key, debit("u1", "cust", "10")).await;
     let h1 = created(&server, "/v1/holds", &key, json!({"hold_id": "h1", "account": "cust", "amount": "30", "unit": "USD", "ttl_seconds": 3600})).await;
     let t1 = just_after(&h1);
+    // Distinct recording times are the input under test: what falls
+    // before, inside and after each bound.
     tokio::time::sleep(GAP).await;
 
     // [t1, t2): the capture, the reversal, settings, a stored rejection,

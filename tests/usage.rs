@@ -256,6 +256,8 @@ async fn the_projection_catches_up_after_a_restart(engine: Engine) {
     for i in 6..12 {
         post_debit(&idle, &key, &body(i)).await;
     }
+    // Time passing without a projector run is the behaviour under test:
+    // the summaries must still say they are behind afterwards.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let stale = idle.get("/v1/accounts/cust/usage", &key).await.json();
     assert_eq!(stale["current_as_of_seq"], 6, "{stale}");

@@ -9,8 +9,8 @@
 //! parsing, a pool checkout and a timer per request) cost about 43 µs of
 //! CPU per request here, a quarter of the machine under 100 % replays;
 //! hyper's client connection (a task of its own per connection, woken
-//! through a channel for every request) 25–44 µs (measured on this project's
-//! 2-core machine; docs/performance-history.md).
+//! through a channel for every request) 25–44 µs (measured on the 2-core
+//! machine of docs/performance.md).
 
 use std::io::Write as _;
 use std::sync::Arc;

@@ -4,12 +4,11 @@
 -- Why: a database created with a glibc locale (this machine's PostgreSQL 15
 -- defaults to C.UTF-8) compares text through strcoll() — in every B-tree
 -- probe of a key look-up, every index insert of an entry, every grouping of
--- a rebuild: 5-8 % of PostgreSQL's CPU under a flood of posts
--- (docs/performance.md, "Session 10"). Byte order is also what SQLite's
--- BINARY collation and Rust's `str` ordering use, so listings ordered by
--- account or key now come back in the same order on both engines and
--- whatever locale the database was created with (for UTF-8, byte order is
--- code-point order).
+-- a rebuild: 5-8 % of PostgreSQL's CPU under a flood of posts. Byte order
+-- is also what SQLite's BINARY collation and Rust's `str` ordering use, so
+-- listings ordered by account or key come back in the same order on both
+-- engines, whatever locale the database was created with (for UTF-8, byte
+-- order is code-point order).
 --
 -- Changing a column's collation rewrites no table row (the bytes stay the
 -- same); PostgreSQL rebuilds the indexes on the altered columns, once per

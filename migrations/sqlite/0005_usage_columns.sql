@@ -4,9 +4,9 @@
 -- decimals exactly in SQL, so `tally projections rebuild` still adds them up
 -- in Rust, but reads these short columns instead of asking SQLite to take
 -- four values out of each entry's params JSON (2.3 s against 0.9 s for
--- 500,000 entries, docs/performance.md "Session 9"). Not part of the entry's
--- hash: `tally verify` folds usage from params and compares, so a column
--- that disagreed with its params would show as a wrong summary there.
+-- 500,000 entries). Not part of the entry's hash: `tally verify` folds
+-- usage from params and compares, so a column that disagreed with its
+-- params would show as a wrong summary there.
 -- NULL on every other entry, and on usage debits appended before this
 -- migration. Quantities are exact decimal TEXT, like amounts.
 ALTER TABLE entries ADD COLUMN usage_meter TEXT;

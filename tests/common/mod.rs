@@ -10,10 +10,9 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod proxy;
+pub mod wait;
 
-use std::io::Write;
 use std::process::Stdio;
-use std::sync::Once;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -23,43 +22,9 @@ use tokio::process::{Child, Command};
 
 pub const TALLY: &str = env!("CARGO_BIN_EXE_tally");
 
-#[derive(Debug, Clone)]
-pub enum Engine {
-    Sqlite,
-    Postgres { admin_url: String },
-}
-
-static SKIP_NOTICE: Once = Once::new();
-
-impl Engine {
-    /// The PostgreSQL engine if a server is configured; `None` (skip) otherwise.
-    pub fn postgres() -> Option<Engine> {
-        match std::env::var("TALLY_TEST_POSTGRES_URL") {
-            Ok(url) if !url.trim().is_empty() => Some(Engine::Postgres { admin_url: url }),
-            _ => {
-                if std::env::var("TALLY_REQUIRE_POSTGRES").as_deref() == Ok("1") {
-                    panic!(
-                        "TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_POSTGRES_URL is not set: \
-                         PostgreSQL tests must run, not skip"
-                    );
-                }
-                SKIP_NOTICE.call_once(|| {
-                    // Written to the real stderr (not the captured test
-                    // output) so the skip is visible in every run.
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "\n*** PostgreSQL tests SKIPPED: set TALLY_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test to run them ***\n"
-                    );
-                });
-                None
-            }
-        }
-    }
-
-    pub fn is_postgres(&self) -> bool {
-        matches!(self, Engine::Postgres { .. })
-    }
-}
+/// The engine of a test, and whether PostgreSQL runs or is skipped: one
+/// definition for every test and the benchmark (`testdb/`).
+pub use tally_testdb::Engine;
 
 /// Runs each listed `async fn name(engine: Engine)` once per engine.
 #[macro_export]
@@ -86,44 +51,20 @@ macro_rules! engine_tests {
     };
 }
 
-/// A fresh, empty ledger database for one test.
+/// A fresh, empty ledger database for one test, removed when dropped.
 pub struct Ledger {
     pub engine: Engine,
     pub database_url: String,
-    _dir: Option<tempfile::TempDir>,
-    pg_database: Option<(String, String)>,
+    _database: tally_testdb::FreshDatabase,
 }
 
 impl Ledger {
     pub async fn new(engine: Engine) -> Ledger {
-        match &engine {
-            Engine::Sqlite => {
-                let dir = tempfile::tempdir().unwrap();
-                let url = format!("sqlite://{}/tally.db", dir.path().display());
-                Ledger {
-                    engine,
-                    database_url: url,
-                    _dir: Some(dir),
-                    pg_database: None,
-                }
-            }
-            Engine::Postgres { admin_url } => {
-                let name = format!("tally_test_{}", uuid::Uuid::now_v7().simple());
-                let mut admin = sqlx::PgConnection::connect(admin_url)
-                    .await
-                    .expect("connect to TALLY_TEST_POSTGRES_URL");
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&mut admin)
-                    .await
-                    .unwrap();
-                let url = with_database(admin_url, &name);
-                Ledger {
-                    engine: engine.clone(),
-                    database_url: url,
-                    _dir: None,
-                    pg_database: Some((admin_url.clone(), name)),
-                }
-            }
+        let database = tally_testdb::FreshDatabase::new(&engine, "tally_test").await;
+        Ledger {
+            engine,
+            database_url: database.url.clone(),
+            _database: database,
         }
     }
 
@@ -228,45 +169,6 @@ impl Ledger {
                 sqlx::query_scalar(&q).fetch_one(&mut c).await.unwrap()
             }
         }
-    }
-}
-
-impl Drop for Ledger {
-    fn drop(&mut self) {
-        if let Some((admin_url, name)) = self.pg_database.take() {
-            // Drop runs outside async; use a private runtime on a thread.
-            let _ = std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                rt.block_on(async {
-                    if let Ok(mut admin) = sqlx::PgConnection::connect(&admin_url).await {
-                        let _ =
-                            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                                .execute(&mut admin)
-                                .await;
-                    }
-                });
-            })
-            .join();
-        }
-    }
-}
-
-fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let base = match base[scheme_end..].find('/') {
-        Some(i) => &base[..scheme_end + i],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{name}?{q}"),
-        None => format!("{base}/{name}"),
     }
 }
 

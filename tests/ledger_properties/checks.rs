@@ -65,6 +65,8 @@ async fn settle_holds(run: &mut Run<'_>) -> Result<(), String> {
         .map(|(id, h)| (id.clone(), h.expires_at))
         .collect();
     for (id, expires_at) in open {
+        // Until the hold's expiry has passed (the expiry is the behaviour
+        // under test); then its release is polled for below.
         let wait = (expires_at - Utc::now()).to_std().unwrap_or_default();
         tokio::time::sleep(wait + Duration::from_millis(60)).await;
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

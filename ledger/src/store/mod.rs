@@ -9,6 +9,7 @@
 #[cfg(test)]
 mod durability_tests;
 mod log;
+mod migration_checksums;
 mod postgres;
 mod readiness;
 mod rules;

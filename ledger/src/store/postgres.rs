@@ -130,6 +130,7 @@ impl PostgresStore {
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(connect_options(url)?)
             .await?;
+        super::migration_checksums::accept_reworded_postgres(&pool).await?;
         // sqlx takes an advisory lock, so processes starting together migrate once.
         sqlx::migrate!("../migrations/postgres").run(&pool).await?;
         Ok(Self { pool })

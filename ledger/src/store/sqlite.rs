@@ -209,6 +209,7 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options.clone())
             .await?;
+        super::migration_checksums::accept_reworded_sqlite(&pool).await?;
         sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
         let write_pool = super::pool_options::<Sqlite>(1)
             .acquire_timeout(Duration::from_secs(10))

@@ -1,0 +1,197 @@
+//! One engine's run: a fresh database, a real server, the preload, every
+//! scenario, the raw limit on the same database, then the offline rebuild
+//! and verify.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use sqlx::{Connection, Row};
+use tally_testdb::FreshDatabase;
+
+use crate::http_load::{self, Target};
+use crate::preload::{preload, settle, wait_for_usage_projection};
+use crate::report::{self, Line, RawLine};
+use crate::scenarios::{self, Pairing};
+use crate::server::{start_server, tally_cmd};
+use crate::writer_metrics::WriterCounters;
+use crate::{cpu, raw, Args};
+
+/// Measures `engine` ("sqlite" or "postgres") and prints its results.
+pub async fn bench_engine(args: &Args, engine: &str, tally: &Path) -> anyhow::Result<()> {
+    let database = match engine {
+        "sqlite" => FreshDatabase::sqlite_in(&args.sqlite_dir, "tally-bench"),
+        "postgres" => FreshDatabase::postgres(&args.postgres_url, "tally_bench").await?,
+        other => bail!("unknown engine {other:?}"),
+    };
+    println!("\n== {engine} ==");
+    // The database's settings that decide the figures, printed with them.
+    if engine == "postgres" {
+        println!("{}", postgres_settings(&args.postgres_url).await?);
+    }
+    measure(args, engine, tally, &database.url).await?;
+    if args.keep {
+        println!("kept {}", database.keep());
+    } else {
+        database.remove().await?;
+    }
+    Ok(())
+}
+
+async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::Result<()> {
+    let secs = Duration::from_secs(args.seconds);
+    let key = tally_cmd(
+        tally,
+        &[
+            "keys",
+            "create",
+            "--tenant",
+            "bench",
+            "--scopes",
+            "post,read",
+        ],
+        url,
+    )
+    .await?
+    .trim()
+    .to_owned();
+    let server = start_server(tally, url, args.server_log.as_deref()).await?;
+    let target = Target::new(server.base.clone(), key)?;
+
+    let preload_rate = preload(&target, args.preload).await?;
+    println!(
+        "preloaded {} entries over HTTP in batches of 1,000 (4 clients): {:.0} rows/s",
+        args.preload, preload_rate
+    );
+    // The usage-summaries projector folds the preloaded log in the
+    // background; measure the steady state, after it has caught up, and
+    // report how fast it did.
+    let started = Instant::now();
+    let caught_up = wait_for_usage_projection(&target, Duration::from_secs(600)).await?;
+    println!(
+        "usage projector: lag 0 {:.1} s after the preload ended{}",
+        started.elapsed().as_secs_f64(),
+        if caught_up {
+            ""
+        } else {
+            " — NOT caught up after 600 s, figures include its work"
+        }
+    );
+    let ticks_per_second = cpu::ticks_per_second();
+    let watched = cpu::Watched {
+        server: server.child.id(),
+        postgres: engine == "postgres",
+    };
+    // With SQLite the database runs inside whoever opened it.
+    let database = (engine == "postgres").then_some("postgres");
+
+    let wanted = |key: &str| args.only.is_empty() || args.only.split(',').any(|k| k.trim() == key);
+    let mut lines: Vec<Line> = Vec::new();
+    let mut raw_plan = Vec::new();
+    for scenario in scenarios::all(args.preload) {
+        if !wanted(scenario.key) {
+            continue;
+        }
+        let name = scenario.name;
+        let mut alongside = None;
+        if Pairing::of(scenario.key).is_some() {
+            settle(&target, name).await?;
+            alongside = Some(http_load::run(&target, 64, secs / 2, scenarios::all_new()).await);
+        }
+        settle(&target, name).await?;
+        let cpu_before = cpu::CpuSample::take(watched);
+        let writer_before = WriterCounters::read(&target).await;
+        let stats = http_load::run(&target, scenario.clients, secs, scenario.make).await;
+        let cpu_after = cpu::CpuSample::take(watched);
+        let writer_after = WriterCounters::read(&target).await;
+        let mut limits = Vec::new();
+        if let (Some(a), Some(b)) = (cpu_before, cpu_after) {
+            limits.push(
+                a.per_row(&b, stats.rows, ticks_per_second)
+                    .describe("tally", database),
+            );
+        }
+        if let (Some(a), Some(b)) = (writer_before, writer_after) {
+            limits.push(a.describe(&b, stats.elapsed.as_secs_f64()));
+        }
+        if let Some(before) = alongside.as_mut() {
+            settle(&target, name).await?;
+            let after = http_load::run(&target, 64, secs / 2, scenarios::all_new()).await;
+            before.elapsed += after.elapsed;
+            before.merge(after);
+        }
+        eprintln!(
+            "  {name}: {:.0} rows/s, {} errors",
+            stats.rows_per_sec(),
+            stats.errors
+        );
+        raw_plan.push(scenario.raw);
+        lines.push(Line {
+            key: scenario.key,
+            name,
+            tally: stats,
+            baseline: None,
+            limits,
+            alongside,
+        });
+    }
+
+    // The raw limit, same database, same run.
+    let raw_db = raw::RawDb::open(url, 64).await?;
+    let mut raw_lines: Vec<RawLine> = Vec::new();
+    for (i, plan) in raw_plan.iter().enumerate() {
+        let Some((clients, rows)) = *plan else {
+            continue;
+        };
+        let cpu_before = cpu::CpuSample::take(watched);
+        let s = raw::run(&raw_db, clients, rows, secs).await;
+        // The raw client is the load generator here (with SQLite, the
+        // database too); the idle server is still counted, as a check.
+        let limits = cpu_before.zip(cpu::CpuSample::take(watched)).map(|(a, b)| {
+            a.per_row(&b, s.rows, ticks_per_second)
+                .describe("tally (idle)", database)
+        });
+        let name = format!("raw SQL, {rows} row(s)/tx, {clients} connections");
+        eprintln!(
+            "  {name}: {:.0} rows/s, {} errors",
+            s.rows_per_sec(),
+            s.errors
+        );
+        lines[i].baseline = Some((name.clone(), s.rows_per_sec()));
+        raw_lines.push(RawLine {
+            name,
+            stats: s,
+            limits,
+        });
+    }
+    report::print(engine, &mut lines, &mut raw_lines);
+
+    drop(server.child);
+    report::print_rebuild(&tally_cmd(tally, &["projections", "rebuild"], url).await?);
+    let started = Instant::now();
+    let out = tally_cmd(tally, &["verify"], url).await?;
+    report::print_verify(&out, started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// The PostgreSQL server's version and the settings that move this
+/// benchmark's figures most: its buffer cache (how many of the replayed
+/// keys' pages it holds) and whether commits wait for the disk.
+async fn postgres_settings(admin_url: &str) -> anyhow::Result<String> {
+    let mut admin = sqlx::PgConnection::connect(admin_url).await?;
+    let row = sqlx::query(
+        "SELECT current_setting('server_version'), current_setting('shared_buffers'), \
+         current_setting('synchronous_commit'), current_setting('fsync'), \
+         current_setting('full_page_writes')",
+    )
+    .fetch_one(&mut admin)
+    .await?;
+    Ok(format!(
+        "PostgreSQL {}: shared_buffers {}, synchronous_commit {}, fsync {}, full_page_writes {}",
+        row.try_get::<String, _>(0)?,
+        row.try_get::<String, _>(1)?,
+        row.try_get::<String, _>(2)?,
+        row.try_get::<String, _>(3)?,
+        row.try_get::<String, _>(4)?,
+    ))
+}
