@@ -14,7 +14,6 @@ use crate::amount;
 
 /// One problem with one field (or query parameter) of a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FieldError {
     /// The field's name; a dotted path inside an object (`metadata.model`).
     pub field: String,

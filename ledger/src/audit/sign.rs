@@ -29,7 +29,6 @@ pub fn checkpoint_message(tenant: &str, seq: i64, hash: &str, signed_at: &str) -
 /// A signed checkpoint as it appears in `GET /v1/audit/head` and in the
 /// trailer of an export. Keys and signatures are lowercase hex.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Signature {
     pub algorithm: String,

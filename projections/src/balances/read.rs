@@ -9,26 +9,16 @@ use tally_ledger::LedgerError;
 
 /// The body of `GET /v1/accounts/{account}/balance`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[cfg_attr(feature = "openapi", schema(as = Balance, example = json!({
-    "account": "cust_42", "unit": "USD", "debits": "0.0125", "credits": "10",
-    "posted": "9.9875", "held": "2", "available": "7.9875", "as_of_seq": 17
-})))]
 pub struct BalanceView {
     pub account: String,
     pub unit: String,
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub debits: String,
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub credits: String,
     /// `credits − debits`.
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub posted: String,
     /// Reserved by open holds.
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub held: String,
     /// `posted − held`.
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub available: String,
     /// The log position the balance is as of.
     pub as_of_seq: i64,

@@ -19,17 +19,11 @@ pub const MAX_STATEMENT_ENTRIES: usize = 100_000;
 /// A balance without its account and unit: the opening and closing
 /// balances of a statement.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BalanceFigures {
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub debits: String,
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub credits: String,
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub posted: String,
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub held: String,
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub available: String,
 }
 
@@ -81,17 +75,12 @@ impl From<&AccountBalance> for WideBalance {
 
 /// What the period's entries moved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Movements {
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub debits: String,
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub credits: String,
     /// `credits − debits`: the change of `posted`.
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub net: String,
     /// The change of `held` (negative when more was released than reserved).
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub held: String,
     /// How many entries the statement lists, rejected ones included.
     pub entries: usize,
@@ -99,16 +88,12 @@ pub struct Movements {
 
 /// The body of `GET /v1/accounts/{account}/statement`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[cfg_attr(feature = "openapi", schema(as = Statement))]
 pub struct StatementView {
     pub account: String,
     pub unit: String,
     /// Inclusive, on `recorded_at`; UTC, six fractional digits.
-    #[cfg_attr(feature = "openapi", schema(format = DateTime, example = "2026-11-01T00:00:00.000000Z"))]
     pub from: String,
     /// Exclusive.
-    #[cfg_attr(feature = "openapi", schema(format = DateTime, example = "2026-12-01T00:00:00.000000Z"))]
     pub to: String,
     pub opening_balance: BalanceFigures,
     pub movements: Movements,

@@ -15,7 +15,6 @@ use super::UsageQuery;
 
 /// How `GET /v1/accounts/{account}/usage` groups days.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Granularity {
     #[default]
@@ -42,18 +41,13 @@ impl Granularity {
 
 /// One period of one meter in one unit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsagePeriod {
     /// `YYYY-MM-DD` or `YYYY-MM`.
-    #[cfg_attr(feature = "openapi", schema(example = "2026-11-29"))]
     pub period: String,
     /// Null for usage debits without a meter.
-    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub meter: Option<String>,
     pub unit: String,
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub quantity: String,
-    #[cfg_attr(feature = "openapi", schema(format = "decimal"))]
     pub amount: String,
     /// Usage debits netted into the period (a reversal counts −1).
     pub entries: i64,
@@ -61,16 +55,6 @@ pub struct UsagePeriod {
 
 /// The body of `GET /v1/accounts/{account}/usage`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[cfg_attr(feature = "openapi", schema(as = Usage, example = json!({
-    "account": "cust_42", "granularity": "day", "current_as_of_seq": 1041, "head_seq": 1043,
-    "usage": [
-        {"period": "2026-11-29", "meter": "llm-tokens", "unit": "USD",
-         "quantity": "1250", "amount": "0.0125", "entries": 3},
-        {"period": "2026-11-29", "meter": null, "unit": "USD",
-         "quantity": "0", "amount": "1.1", "entries": 1}
-    ]
-})))]
 pub struct UsageView {
     pub account: String,
     pub granularity: Granularity,
