@@ -22,7 +22,7 @@ use tally_ledger::writer::WriterConfig;
 use tally_projections::usage::{run_usage_projector, ProjectorStats};
 
 // The write path allocates many small strings per entry; mimalloc measured
-// faster than glibc malloc for it (see docs/performance-history.md).
+// faster than glibc malloc for it under the benchmark's load (bench/).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

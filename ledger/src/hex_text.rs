@@ -3,7 +3,7 @@
 //!
 //! Every answer, appended entry and verified entry carries such text; the
 //! `hex` crate builds it one `char` at a time through an iterator, which
-//! was ~1 % of the server's CPU under 100 % replays (docs/performance-history.md).
+//! was ~1 % of the server's CPU under 100 % replays in the benchmark.
 //! The text is the same.
 
 const DIGITS: &[u8; 16] = b"0123456789abcdef";

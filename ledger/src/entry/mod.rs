@@ -161,8 +161,8 @@ impl StoredEntry {
         if matches!(self.kind, EntryKind::UsageDebit | EntryKind::Payment) {
             // Every answer of a debit or payment is built here, replays
             // included: reading only the shown fields skips the others
-            // without building a map of them (measured in
-            // docs/performance-history.md).
+            // without building a map of them (measured with the benchmark's
+            // replay scenarios).
             let shown: ShownParams = serde_json::from_str(&self.params).unwrap_or_default();
             let text = |v: Option<Value>| match v {
                 Some(Value::String(s)) => Some(s),

@@ -165,7 +165,7 @@ pub(super) async fn run(
         // for the write before it, and what arrives meanwhile joins it, as
         // before pipelining: deciding it at once split single requests at
         // 64 clients into more, smaller transactions (20 intents a group
-        // instead of 29) and cost throughput (docs/performance-history.md).
+        // instead of 29) and cost throughput (measured with tally-bench).
         if carry.is_none() && size < config.max_group {
             if let Some(before) = in_flight.take() {
                 finished.settle(before, &mut memory).await;

@@ -26,7 +26,7 @@ use super::{Job, Stage};
 /// first of them on a busy runtime, where one yield may last as long as
 /// the tasks queued before it. A look-up query took 0.6–0.7 ms under load;
 /// gathering for up to 400 µs kept ~17 keys a query where 1 ms kept ~18,
-/// with replays answered sooner (docs/performance-history.md).
+/// with replays answered sooner (measured with tally-bench).
 const LOOK_UP_GATHER_YIELDS: usize = 32;
 const LOOK_UP_GATHER_FOR: Duration = Duration::from_micros(400);
 
@@ -128,7 +128,7 @@ pub(super) async fn look_up(
         // each yield brings more, so an idle tenant's look-up goes at once
         // and a busy one's query carries ~20 keys instead of ~8: the fixed
         // cost of a query (its round trip, the executor's start, this
-        // task's wake-up) is shared by more requests (docs/performance-history.md:
+        // task's wake-up) is shared by more requests (measured with tally-bench:
         // +14–30 % rows/s under 50 % replays on PostgreSQL,
         // +31–46 % under 100 % replays on SQLite).
         let gathering = Instant::now();
