@@ -106,9 +106,7 @@ impl FromRequestParts<AppState> for Caller {
         // Rate limited per key, after authentication: unknown keys never
         // get a bucket, so they cannot grow the limiter's map.
         if let Some(limiter) = &state.limits.rate {
-            limiter
-                .check(&hash, std::time::Instant::now())
-                .map_err(ApiError::KeyRateLimited)?;
+            limiter.check(&hash).map_err(ApiError::KeyRateLimited)?;
         }
         Ok(Caller(key))
     }
