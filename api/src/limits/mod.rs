@@ -181,37 +181,49 @@ impl Lifecycle {
     }
 }
 
-/// The middleware around every route but the probes: sheds requests
-/// beyond `--max-in-flight` (tower's `LoadShed` over a
-/// `GlobalConcurrencyLimit`: 503 `busy` at once, never a queue) or past
-/// `--max-body-mib-in-flight` (503), and answers 503 to one that runs longer
-/// than `--request-timeout-ms` (tower's `Timeout`; tower-http's answers 408
-/// with no problem body and no `Retry-After`, so its error is mapped here
+/// The middleware around every route: sheds requests beyond
+/// `--max-in-flight` (tower's `LoadShed` over a `GlobalConcurrencyLimit`:
+/// 503 `busy` at once, never a queue) or past `--max-body-mib-in-flight`
+/// (503), the probes excepted, and answers 503 to one that runs longer than
+/// `--request-timeout-ms` (tower's `Timeout`; tower-http's answers 408 with
+/// no problem body and no `Retry-After`, so tower's error is mapped here
 /// instead). The handler is dropped then; an intent it already handed to its
 /// tenant's writer is still decided (and may be committed), so the client's
 /// retry with the same upstream ID is a replay.
 ///
 /// The layers are assembled per request, inside this middleware, because
-/// the probes must pass them (a layer on the router would cover every
-/// route) and each answer must be tally's problem body; the semaphore is
-/// the process's, shared by every request.
+/// the probes must pass the shedding (a layer on the router would cover
+/// every route) and each answer must be tally's problem body; the semaphore
+/// is the process's, shared by every request.
 pub async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Response {
-    if PROBES.contains(&request.uri().path()) {
-        return next.run(request).await;
-    }
+    let probe = PROBES.contains(&request.uri().path());
     let limits = app.limits.clone();
+    let in_flight = if probe {
+        None
+    } else {
+        limits.in_flight.clone()
+    };
+    let mut next = Some(next);
     let guarded = ServiceBuilder::new()
         .layer(LoadShedLayer::new())
-        .option_layer(
-            limits
-                .in_flight
-                .clone()
-                .map(GlobalConcurrencyLimitLayer::with_semaphore),
-        )
+        .option_layer(in_flight.map(GlobalConcurrencyLimitLayer::with_semaphore))
         .layer(TimeoutLayer::new(limits.request_timeout))
         .service_fn(move |request: Request| {
-            let (limits, next) = (limits.clone(), next.clone());
-            async move { Ok::<_, Infallible>(with_body_allowance(&limits, request, next).await) }
+            // `oneshot` calls the service once: `next` is there.
+            let (limits, next) = (limits.clone(), next.take());
+            async move {
+                let budget = if probe {
+                    None
+                } else {
+                    limits.body_budget.as_ref()
+                };
+                Ok::<_, Infallible>(match next {
+                    Some(next) => with_body_allowance(budget, request, next).await,
+                    None => {
+                        ApiError::Internal("a guarded request ran twice".into()).into_response()
+                    }
+                })
+            }
         });
     match guarded.oneshot(request).await {
         Ok(response) => response,
@@ -226,8 +238,12 @@ pub async fn guard(State(app): State<AppState>, request: Request, next: Next) ->
 /// bytes of bodies in flight across requests (tower-http's `RequestBodyLimit`
 /// bounds one body): this budget, grown as bodies are parsed
 /// ([`crate::body::parse_cost`]), stays tally's own.
-async fn with_body_allowance(limits: &Limits, mut request: Request, next: Next) -> Response {
-    let _allowance = match &limits.body_budget {
+async fn with_body_allowance(
+    budget: Option<&BodyBudget>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let _allowance = match budget {
         Some(budget) => {
             let allowance = BodyAllowance {
                 units: budget.units.clone(),
