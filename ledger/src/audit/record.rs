@@ -327,7 +327,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             String::from_utf8(writer.into_inner().unwrap()).unwrap(),
-            "plain,\"a,b\",\"say \"\"hi\"\"\"\",\"two\r\nlines\",\"\"\"\"\r\n"
+            "plain,\"a,b\",\"say \"\"hi\"\"\",\"two\r\nlines\",\"\"\"\"\r\n"
         );
     }
 
