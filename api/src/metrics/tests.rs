@@ -20,13 +20,17 @@ fn the_http_series_are_valid_and_unique() {
         assert!(!c.desc().is_empty());
     }
     // The crate's registry refuses a name registered twice.
-    registry.register(Box::new(m.http_requests.clone())).unwrap();
+    registry
+        .register(Box::new(m.http_requests.clone()))
+        .unwrap();
     registry.register(Box::new(m.http_seconds.clone())).unwrap();
     registry.register(Box::new(m.replays.clone())).unwrap();
     registry.register(Box::new(m.conflicts.clone())).unwrap();
     registry.register(Box::new(m.rejections.clone())).unwrap();
     registry.register(Box::new(m.refusals.clone())).unwrap();
-    registry.register(Box::new(m.internal_errors.clone())).unwrap();
+    registry
+        .register(Box::new(m.internal_errors.clone()))
+        .unwrap();
     registry.register(Box::new(m.build_info.clone())).unwrap();
 }
 
