@@ -244,15 +244,7 @@ async fn batches_and_single_requests_racing_on_the_same_keys_post_each_once(engi
 
 /// The value of an unlabelled counter in the server's `/metrics`.
 async fn counter(server: &common::Server, name: &str) -> u64 {
-    let r = server
-        .send(server.client.get(format!("{}/metrics", server.base)))
-        .await;
-    let text = String::from_utf8(r.body).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.split(' ').next() == Some(name))
-        .unwrap_or_else(|| panic!("no {name} in /metrics"));
-    line.split(' ').nth(1).unwrap().parse().unwrap()
+    common::metrics::scrape(server).await.get(name, &[]) as u64
 }
 
 async fn post_new_keys(server: &common::Server, key: &str, prefix: &str, n: usize) -> Vec<Value> {

@@ -40,15 +40,8 @@ fn hold(id: &str, account: &str, amount: &str, ttl: i64) -> Value {
     json!({"hold_id": id, "account": account, "amount": amount, "unit": "USD", "ttl_seconds": ttl})
 }
 
-async fn metric(server: &Server, series: &str) -> f64 {
-    let r = server
-        .send(server.client.get(format!("{}/metrics", server.base)))
-        .await;
-    assert_eq!(r.status, 200, "{r:?}");
-    let text = String::from_utf8_lossy(&r.body).into_owned();
-    text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
+async fn metric(server: &Server, name: &str, labels: &[(&str, &str)]) -> f64 {
+    common::metrics::scrape(server).await.get(name, labels)
 }
 
 /// Tenant `a-broken` (first in every tenant order) has a head that does
@@ -116,8 +109,24 @@ async fn one_broken_tenant_stops_no_background_job_of_the_others(engine: Engine)
         }
     }
     // Each job counts its failures, without naming the tenant.
-    assert!(metric(&server, "tally_background_failures_total{job=\"expiry\"}").await >= 1.0);
-    assert!(metric(&server, "tally_background_failures_total{job=\"usage\"}").await >= 1.0);
+    assert!(
+        metric(
+            &server,
+            "tally_background_failures_total",
+            &[("job", "expiry")]
+        )
+        .await
+            >= 1.0
+    );
+    assert!(
+        metric(
+            &server,
+            "tally_background_failures_total",
+            &[("job", "usage")]
+        )
+        .await
+            >= 1.0
+    );
     server.terminate().await;
 
     // verify: every tenant is checked and every failure named.

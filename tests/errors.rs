@@ -19,19 +19,10 @@ engine_tests!(
 
 /// The value of `tally_internal_errors_total{cause="…"}`, 0 if absent.
 async fn internal_errors(server: &Server, cause: &str) -> u64 {
-    let text = server
-        .client
-        .get(format!("{}/metrics", server.base))
-        .send()
+    common::metrics::scrape(server)
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let prefix = format!("tally_internal_errors_total{{cause=\"{cause}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .map_or(0, |v| v.trim().parse().unwrap())
+        .value("tally_internal_errors_total", &[("cause", cause)])
+        .map_or(0, |v| v as u64)
 }
 
 /// A table the reads and writes need is gone (renamed behind tally's back):

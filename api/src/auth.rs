@@ -61,7 +61,7 @@ impl FromRequestParts<AppState> for Caller {
         // get a bucket, so they cannot grow the limiter's map.
         if let Some(limiter) = &state.limits.rate {
             limiter
-                .check(&hash, std::time::Instant::now())
+                .check(&hash)
                 .map_err(|wait| ApiError::KeyRateLimited(retry_after_seconds(wait)))?;
         }
         Ok(Caller(key))

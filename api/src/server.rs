@@ -69,6 +69,7 @@ pub fn router(state: AppState) -> Router {
         // Outermost: the request ID, its span and the HTTP metrics wrap
         // everything, shed and timed-out requests included.
         .layer(axum::middleware::from_fn(crate::observe::observe))
+        .layer(crate::observe::request_id_layers())
         .with_state(state)
 }
 

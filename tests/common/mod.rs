@@ -9,6 +9,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod metrics;
 pub mod proxy;
 pub mod wait;
 

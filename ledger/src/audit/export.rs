@@ -13,7 +13,9 @@ use std::sync::Arc;
 use chrono::Utc;
 use futures_util::Stream;
 
-use super::record::{csv_header_row, write_json_record, EntryRecord, HeaderRecord, TrailerRecord};
+use super::record::{
+    csv_header_row, csv_writer, write_json_record, EntryRecord, HeaderRecord, TrailerRecord,
+};
 use super::sign::Signer;
 use super::FORMAT;
 use crate::chain::GENESIS_HASH;
@@ -175,6 +177,12 @@ pub fn export_stream(
     })
 }
 
+/// A CSV row that did not write into memory: not expected (see
+/// `csv_writer`), but refused loudly rather than dropped from an export.
+fn csv_failed(e: &dyn std::fmt::Display) -> LedgerError {
+    LedgerError::Corrupt(format!("an export row did not write as CSV: {e}"))
+}
+
 impl Exporter {
     async fn step(&mut self) -> Result<Option<Vec<u8>>, LedgerError> {
         loop {
@@ -235,11 +243,20 @@ impl Exporter {
             )));
         };
         let mut out = Vec::with_capacity(page.len() * 900);
-        for e in &page {
-            let record = EntryRecord::of(e);
-            match self.format {
-                ExportFormat::Jsonl => record.write_json_line(&mut out),
-                ExportFormat::Csv => record.write_csv_row(&mut out),
+        match self.format {
+            ExportFormat::Jsonl => {
+                for e in &page {
+                    EntryRecord::of(e).write_json_line(&mut out);
+                }
+            }
+            ExportFormat::Csv => {
+                let mut writer = csv_writer(&mut out);
+                for e in &page {
+                    EntryRecord::of(e)
+                        .write_csv_row(&mut writer)
+                        .map_err(|e| csv_failed(&e))?;
+                }
+                writer.flush().map_err(|e| csv_failed(&e))?;
             }
         }
         self.after = last.seq;

@@ -186,18 +186,18 @@ impl<'a> EntryRecord<'a> {
         ]
     }
 
-    /// Appends this entry as one CSV row (RFC 4180, ending in CRLF). A null
-    /// rejection is an empty field.
-    pub fn write_csv_row(&self, out: &mut Vec<u8>) {
+    /// Writes this entry as one CSV row of [`csv_writer`]. A null rejection
+    /// is an empty field.
+    pub fn write_csv_row<W: std::io::Write>(&self, out: &mut csv::Writer<W>) -> csv::Result<()> {
         let seq = self.seq.to_string();
-        for (i, field) in self.fields().iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
+        let fields = self.fields();
+        out.write_record(fields.iter().enumerate().map(|(i, field)| {
+            if i == 1 {
+                seq.as_str()
+            } else {
+                field.unwrap_or("")
             }
-            let text = if i == 1 { Some(seq.as_str()) } else { *field };
-            push_csv_field(out, text.unwrap_or(""));
-        }
-        out.extend_from_slice(b"\r\n");
+        }))
     }
 
     /// An entry read from one CSV row of [`COLUMNS`]; an empty rejection
@@ -239,28 +239,30 @@ impl<'a> EntryRecord<'a> {
     }
 }
 
-/// The CSV header row: [`COLUMNS`], CRLF.
-pub fn csv_header_row() -> Vec<u8> {
-    let mut out = COLUMNS.join(",").into_bytes();
-    out.extend_from_slice(b"\r\n");
-    out
+/// The writer of every CSV row of an export: RFC 4180, each row ending in
+/// CRLF, a field quoted only when it holds a comma, a quote, CR or LF, with
+/// its quotes doubled (`QuoteStyle::Necessary`), which is the format
+/// docs/audit.md documents and the exports have always had. Flexible: rows
+/// are checked against [`COLUMNS`] by the code that builds them, so writing
+/// into memory is the writer's only failure, and memory does not fail.
+pub fn csv_writer<W: std::io::Write>(out: W) -> csv::Writer<W> {
+    csv::WriterBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .quote_style(csv::QuoteStyle::Necessary)
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(out)
 }
 
-/// One RFC 4180 field: quoted when it holds a comma, a quote, CR or LF,
-/// with each quote doubled; as is otherwise.
-pub fn push_csv_field(out: &mut Vec<u8>, field: &str) {
-    if field.contains([',', '"', '\r', '\n']) {
-        out.push(b'"');
-        for part in field.split_inclusive('"') {
-            out.extend_from_slice(part.as_bytes());
-            if part.ends_with('"') {
-                out.push(b'"');
-            }
-        }
-        out.push(b'"');
-    } else {
-        out.extend_from_slice(field.as_bytes());
-    }
+/// The CSV header row: [`COLUMNS`], CRLF.
+pub fn csv_header_row() -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut writer = csv_writer(&mut out);
+    // Into memory, flexible: cannot fail (see `csv_writer`).
+    let _ = writer.write_record(COLUMNS);
+    let _ = writer.flush();
+    drop(writer);
+    out
 }
 
 /// Appends a header or trailer as one JSON line.
@@ -319,28 +321,22 @@ mod tests {
 
     #[test]
     fn csv_fields_are_quoted_only_when_needed_and_quotes_doubled() {
-        let mut out = Vec::new();
-        push_csv_field(&mut out, "plain");
-        out.push(b'|');
-        push_csv_field(&mut out, "a,b");
-        out.push(b'|');
-        push_csv_field(&mut out, "say \"hi\"");
-        out.push(b'|');
-        push_csv_field(&mut out, "two\r\nlines");
-        out.push(b'|');
-        push_csv_field(&mut out, "\"");
+        let mut writer = csv_writer(Vec::new());
+        writer
+            .write_record(["plain", "a,b", "say \"hi\"", "two\r\nlines", "\""])
+            .unwrap();
         assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "plain|\"a,b\"|\"say \"\"hi\"\"\"|\"two\r\nlines\"|\"\"\"\""
+            String::from_utf8(writer.into_inner().unwrap()).unwrap(),
+            "plain,\"a,b\",\"say \"\"hi\"\"\",\"two\r\nlines\",\"\"\"\"\r\n"
         );
     }
 
     #[test]
     fn a_csv_row_reads_back_as_the_same_entry() {
         let e = entry();
-        let mut out = Vec::new();
-        EntryRecord::of(&e).write_csv_row(&mut out);
-        let text = String::from_utf8(out).unwrap();
+        let mut writer = csv_writer(Vec::new());
+        EntryRecord::of(&e).write_csv_row(&mut writer).unwrap();
+        let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();
         assert!(text.ends_with("\r\n"));
         assert!(text.starts_with("acme,7,ent_1,usage_debit,\"ur,\"\"1\"\"\",rejected,"));
         // A minimal RFC 4180 reader for the test.

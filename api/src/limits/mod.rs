@@ -1,30 +1,33 @@
-//! Protection of one `tally serve` process: a token bucket per API key, a
+//! Protection of one `tally serve` process: a rate limit per API key, a
 //! request timeout, a cap on requests in flight, a bound on the bytes of
 //! request bodies in flight, and the shutdown drain that
 //! `GET /readyz` reports (docs/operations.md, "Configuration";
 //! docs/api-decisions.md, limits).
 
-use std::collections::HashMap;
+mod rate;
+
+use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::load_shed::{error::Overloaded, LoadShedLayer};
+use tower::timeout::TimeoutLayer;
+use tower::{ServiceBuilder, ServiceExt as _};
 
 use crate::problem::ApiError;
+
+pub use rate::RateLimiter;
 
 /// Default of `--request-timeout-ms`.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default of `--max-in-flight`.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1_024;
-/// Buckets kept before an eviction pass is forced (bounded memory even with
-/// very many keys in use).
-const MAX_BUCKETS: usize = 100_000;
-/// Idle buckets are evicted at most this often when the map is small.
-const SWEEP_EVERY: Duration = Duration::from_secs(10);
 /// Paths never shed or rate limited: load balancers and scrapers must see
 /// the truth about an overloaded process.
 const PROBES: &[&str] = &["/healthz", "/readyz", "/metrics"];
@@ -152,98 +155,6 @@ fn declared_body_bytes(request: &Request) -> usize {
     declared.min(limit)
 }
 
-/// A token bucket per API key (by the sha256 of the key, never the key).
-/// Each request takes one token; a bucket holds at most `burst` tokens and
-/// refills at `per_second`.
-#[derive(Debug)]
-pub struct RateLimiter {
-    per_second: f64,
-    burst: f64,
-    buckets: Mutex<Buckets>,
-}
-
-#[derive(Debug)]
-struct Buckets {
-    map: HashMap<String, Bucket>,
-    last_sweep: Instant,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-impl RateLimiter {
-    /// `None` when `per_second` is 0 (off) or not a finite positive number.
-    pub fn new(per_second: f64, burst: u32) -> Option<Self> {
-        (per_second.is_finite() && per_second > 0.0).then(|| Self {
-            per_second,
-            burst: f64::from(burst.max(1)),
-            buckets: Mutex::new(Buckets {
-                map: HashMap::new(),
-                last_sweep: Instant::now(),
-            }),
-        })
-    }
-
-    /// Takes a token for `key`, or says how long until one is there.
-    pub fn check(&self, key: &str, now: Instant) -> Result<(), Duration> {
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let due = now.saturating_duration_since(buckets.last_sweep) >= SWEEP_EVERY;
-        if due || buckets.map.len() >= MAX_BUCKETS {
-            self.sweep(&mut buckets, now);
-        }
-        let bucket = buckets.map.entry(key.to_owned()).or_insert(Bucket {
-            tokens: self.burst,
-            at: now,
-        });
-        let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * self.per_second).min(self.burst);
-        bucket.at = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            Ok(())
-        } else {
-            let wait = (1.0 - bucket.tokens) / self.per_second;
-            Err(Duration::from_secs_f64(wait))
-        }
-    }
-
-    /// Forgets every bucket that has refilled completely: a full bucket is
-    /// the same as none. If that is not enough (more than `MAX_BUCKETS`
-    /// keys busy at once), the fullest buckets go too, which can only make
-    /// the limit more lenient, never stricter.
-    fn sweep(&self, buckets: &mut Buckets, now: Instant) {
-        let (per_second, burst) = (self.per_second, self.burst);
-        let level = |b: &Bucket| {
-            (b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * per_second).min(burst)
-        };
-        buckets.map.retain(|_, b| level(b) < burst);
-        if buckets.map.len() >= MAX_BUCKETS {
-            let mut levels: Vec<f64> = buckets.map.values().map(level).collect();
-            levels.sort_by(f64::total_cmp);
-            let keep = MAX_BUCKETS / 2;
-            let cut = levels[keep.min(levels.len() - 1)];
-            buckets.map.retain(|_, b| level(b) < cut);
-        }
-        buckets.last_sweep = now;
-    }
-
-    /// Buckets currently held.
-    pub fn len(&self) -> usize {
-        self.buckets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .map
-            .len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// Whether the process is shutting down, and how long it keeps serving
 /// after the signal while `/readyz` answers 503.
 #[derive(Debug, Clone, Default)]
@@ -270,23 +181,73 @@ impl Lifecycle {
 }
 
 /// The middleware around every route: sheds requests beyond
-/// `--max-in-flight` or past `--max-body-mib-in-flight` (503) and answers 503 to one that runs longer than
-/// `--request-timeout-ms`. The handler is dropped then; an intent it already
-/// handed to its tenant's writer is still decided (and may be committed), so
-/// the client's retry with the same upstream ID is a replay.
-pub async fn guard(State(limits): State<Arc<Limits>>, request: Request, next: Next) -> Response {
+/// `--max-in-flight` (tower's `LoadShed` over a `GlobalConcurrencyLimit`:
+/// 503 `busy` at once, never a queue) or past `--max-body-mib-in-flight`
+/// (503), the probes excepted, and answers 503 to one that runs longer than
+/// `--request-timeout-ms` (tower's `Timeout`; tower-http's answers 408 with
+/// no problem body and no `Retry-After`, so tower's error is mapped here
+/// instead). The handler is dropped then; an intent it already handed to its
+/// tenant's writer is still decided (and may be committed), so the client's
+/// retry with the same upstream ID is a replay.
+///
+/// The layers are assembled per request, inside this middleware, because
+/// the probes must pass the shedding (a layer on the router would cover
+/// every route) and each answer must be tally's problem body; the semaphore
+/// is the process's, shared by every request.
+pub async fn guard(
+    State(shared): State<Arc<Limits>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let probe = PROBES.contains(&request.uri().path());
-    let _permit = match (&limits.in_flight, probe) {
-        (Some(slots), false) => match slots.clone().try_acquire_owned() {
-            Ok(permit) => Some(permit),
-            Err(_) => return ApiError::Busy(limits.max_in_flight).into_response(),
-        },
-        _ => None,
+    let limits = shared.clone();
+    let in_flight = if probe {
+        None
+    } else {
+        limits.in_flight.clone()
     };
-    let mut request = request;
-    // Held until the answer is ready: the body, parsed or not, is gone then.
-    let _allowance = match (&limits.body_budget, probe) {
-        (Some(budget), false) => {
+    let mut next = Some(next);
+    let guarded = ServiceBuilder::new()
+        .layer(LoadShedLayer::new())
+        .option_layer(in_flight.map(GlobalConcurrencyLimitLayer::with_semaphore))
+        .layer(TimeoutLayer::new(limits.request_timeout))
+        .service_fn(move |request: Request| {
+            // `oneshot` calls the service once: `next` is there.
+            let (limits, next) = (limits.clone(), next.take());
+            async move {
+                let budget = if probe {
+                    None
+                } else {
+                    limits.body_budget.as_ref()
+                };
+                Ok::<_, Infallible>(match next {
+                    Some(next) => with_body_allowance(budget, request, next).await,
+                    None => {
+                        ApiError::Internal("a guarded request ran twice".into()).into_response()
+                    }
+                })
+            }
+        });
+    match guarded.oneshot(request).await {
+        Ok(response) => response,
+        Err(e) if e.is::<Overloaded>() => ApiError::Busy(shared.max_in_flight).into_response(),
+        // The only other error is the timeout's: the handler's is Infallible.
+        Err(_) => ApiError::TimedOut(shared.request_timeout).into_response(),
+    }
+}
+
+/// Runs the request holding its share of the body budget until its answer
+/// is ready: the body, parsed or not, is gone then. No crate bounds the
+/// bytes of bodies in flight across requests (tower-http's `RequestBodyLimit`
+/// bounds one body): this budget, grown as bodies are parsed
+/// ([`crate::body::parse_cost`]), stays tally's own.
+async fn with_body_allowance(
+    budget: Option<&BodyBudget>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let _allowance = match budget {
+        Some(budget) => {
             let allowance = BodyAllowance {
                 units: budget.units.clone(),
                 total: budget.total,
@@ -301,12 +262,9 @@ pub async fn guard(State(limits): State<Arc<Limits>>, request: Request, next: Ne
             request.extensions_mut().insert(allowance.clone());
             Some(allowance)
         }
-        _ => None,
+        None => None,
     };
-    match tokio::time::timeout(limits.request_timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::TimedOut(limits.request_timeout).into_response(),
-    }
+    next.run(request).await
 }
 
 /// Seconds for `Retry-After`: whole seconds, rounded up, at least 1.
@@ -320,51 +278,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-
-    #[test]
-    fn a_bucket_allows_its_burst_then_says_when() {
-        let limiter = RateLimiter::new(0.5, 2).unwrap();
-        let t0 = Instant::now();
-        assert!(limiter.check("a", t0).is_ok());
-        assert!(limiter.check("a", t0).is_ok());
-        let wait = limiter.check("a", t0).unwrap_err();
-        assert_eq!(retry_after_seconds(wait), 2);
-        // Another key has its own bucket.
-        assert!(limiter.check("b", t0).is_ok());
-        // Half a token later: one second more to wait.
-        let wait = limiter.check("a", t0 + Duration::from_secs(1)).unwrap_err();
-        assert_eq!(retry_after_seconds(wait), 1);
-        assert!(limiter.check("a", t0 + Duration::from_secs(2)).is_ok());
-    }
-
-    #[test]
-    fn off_means_off() {
-        assert!(RateLimiter::new(0.0, 10).is_none());
-        assert!(RateLimiter::new(f64::NAN, 10).is_none());
-    }
-
-    #[test]
-    fn idle_buckets_are_evicted() {
-        let limiter = RateLimiter::new(100.0, 10).unwrap();
-        let t0 = Instant::now();
-        for i in 0..1_000 {
-            limiter.check(&format!("k{i}"), t0).unwrap();
-        }
-        assert_eq!(limiter.len(), 1_000);
-        // Long after, every bucket is full again: the next check sweeps them.
-        limiter.check("fresh", t0 + SWEEP_EVERY).unwrap();
-        assert_eq!(limiter.len(), 1);
-    }
-
-    #[test]
-    fn the_map_never_outgrows_its_bound() {
-        let limiter = RateLimiter::new(0.001, 1).unwrap();
-        let t0 = Instant::now();
-        for i in 0..(MAX_BUCKETS + 10) {
-            let _ = limiter.check(&format!("k{i}"), t0);
-        }
-        assert!(limiter.len() <= MAX_BUCKETS);
-    }
 
     #[test]
     fn retry_after_rounds_up() {
