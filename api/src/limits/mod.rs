@@ -194,11 +194,7 @@ impl Lifecycle {
 /// the probes must pass the shedding (a layer on the router would cover
 /// every route) and each answer must be tally's problem body; the semaphore
 /// is the process's, shared by every request.
-pub async fn guard(
-    State(shared): State<Arc<Limits>>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub async fn guard(State(shared): State<Arc<Limits>>, request: Request, next: Next) -> Response {
     let probe = PROBES.contains(&request.uri().path());
     let limits = shared.clone();
     let in_flight = if probe {

@@ -237,8 +237,11 @@ impl Metrics {
     /// Reads the database once (the projection lag), for at most
     /// [`LAG_READ_TIMEOUT`]; everything else is in memory.
     pub async fn render(&self, app: &AppState) -> String {
-        let lags = match tokio::time::timeout(LAG_READ_TIMEOUT, tally_projections::usage::usage_lags(app.writers.storage()))
-            .await
+        let lags = match tokio::time::timeout(
+            LAG_READ_TIMEOUT,
+            tally_projections::usage::usage_lags(app.writers.storage()),
+        )
+        .await
         {
             Ok(Ok(lags)) => Some(lags),
             Ok(Err(e)) => {

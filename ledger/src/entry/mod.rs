@@ -131,7 +131,6 @@ pub struct EntryView {
     pub reversed_by: Option<String>,
 }
 
-
 /// Request fields shown as `details` of an entry view.
 pub const DETAIL_FIELDS: [&str; 9] = [
     "hold_id",
