@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tally_ledger::audit::sign::Signer;
 use tally_ledger::store::Storage;
-use tally_projections::usage::ProjectorStats;
 use tally_ledger::writer::{WriterConfig, Writers};
+use tally_projections::usage::ProjectorStats;
 
 use crate::key_cache::KeyCache;
 use crate::limits::{Lifecycle, Limits};

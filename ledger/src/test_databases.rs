@@ -18,7 +18,9 @@ pub(crate) struct TestDb {
 impl TestDb {
     async fn open(database: FreshDatabase, pool_size: u32) -> TestDb {
         TestDb {
-            storage: Storage::connect_with(&database.url, pool_size).await.unwrap(),
+            storage: Storage::connect_with(&database.url, pool_size)
+                .await
+                .unwrap(),
             database,
         }
     }

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
 use crate::balance::AccountBalance;
+use chrono::{DateTime, Utc};
 
 use crate::chain::{entry_hash, Head};
 use crate::entry::{EntryStatus, StoredEntry};

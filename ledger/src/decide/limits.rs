@@ -1,8 +1,8 @@
 //! Limits: every total inside the amount domain, an account's unit fixed,
 //! a debited account held to its overdraft floor.
 
-use rust_decimal::Decimal;
 use crate::balance::{total, AccountBalance};
+use rust_decimal::Decimal;
 
 use crate::amount::canonical;
 use crate::intent::{Action, Intent};

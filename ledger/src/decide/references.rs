@@ -1,8 +1,8 @@
 //! Intents that refer to what the ledger holds: account settings (the
 //! rules of an account), refunds of a payment, reversals of an entry.
 
-use rust_decimal::Decimal;
 use crate::balance::total;
+use rust_decimal::Decimal;
 
 use crate::amount::canonical;
 use crate::entry::EntryStatus;
