@@ -11,7 +11,8 @@ use crate::chain::GENESIS_HASH;
 use crate::entry::StoredEntry;
 use crate::intent::EntryKind;
 use crate::state::StateKey;
-use crate::store::transaction::{head_moved, Fence, GroupTransaction, GroupWrite};
+use crate::store::shared::engine_group;
+use crate::store::transaction::{head_moved, Fence, GroupWrite};
 use crate::store::{decode_balance, decode_fence};
 use crate::LedgerError;
 
@@ -50,8 +51,13 @@ pub(crate) struct PgGroup {
     pub(crate) tx: Transaction<'static, Postgres>,
 }
 
-impl GroupTransaction for PgGroup {
-    async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
+engine_group! {
+    group = PgGroup,
+    keyed_entries = keyed_entries,
+}
+
+impl PgGroup {
+    async fn lock_head_row(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
         let select =
             "SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = $1 FOR UPDATE";
         let mut row = sqlx::query(select)
@@ -75,15 +81,7 @@ impl GroupTransaction for PgGroup {
         decode_fence(row.as_ref())
     }
 
-    async fn entries_with_keys(
-        &mut self,
-        tenant: &str,
-        keys: &[(EntryKind, &str)],
-    ) -> Result<Vec<StoredEntry>, LedgerError> {
-        keyed_entries(&mut self.tx, tenant, keys).await
-    }
-
-    async fn balances_of(
+    async fn read_balances(
         &mut self,
         tenant: &str,
         accounts: &[&str],
@@ -113,7 +111,7 @@ impl GroupTransaction for PgGroup {
             .collect()
     }
 
-    async fn entries_by_ids(
+    async fn read_entries_by_ids(
         &mut self,
         tenant: &str,
         ids: &[&str],
@@ -131,7 +129,7 @@ impl GroupTransaction for PgGroup {
         rows.iter().map(entry).collect()
     }
 
-    async fn records_of(
+    async fn read_records(
         &mut self,
         tenant: &str,
         keys: &[StateKey],
@@ -161,7 +159,7 @@ impl GroupTransaction for PgGroup {
             .collect()
     }
 
-    async fn write_balances(
+    async fn upsert_balances(
         &mut self,
         tenant: &str,
         rows: &[(&str, &str, AccountBalance)],
@@ -191,16 +189,11 @@ impl GroupTransaction for PgGroup {
         Ok(())
     }
 
-    async fn write_group(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
+    async fn write_all(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
         let moved: i64 = group_write(write, &mut *self.tx).await?;
         if moved != 1 {
             return Err(head_moved());
         }
-        Ok(())
-    }
-
-    async fn commit(self) -> Result<(), LedgerError> {
-        self.tx.commit().await?;
         Ok(())
     }
 }

@@ -119,23 +119,6 @@ impl PostgresStore {
         Ok(())
     }
 
-    pub async fn insert_api_key(
-        &self,
-        tenant: &str,
-        key_hash: &str,
-        scopes: &str,
-    ) -> Result<(), LedgerError> {
-        sqlx::query(
-            "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, now())",
-        )
-        .bind(tenant)
-        .bind(key_hash)
-        .bind(scopes)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
     pub async fn list_entries(
         &self,
         tenant: &str,
@@ -176,6 +159,23 @@ impl PostgresStore {
             }
         }
         Ok((out, seq))
+    }
+
+    pub async fn insert_api_key(
+        &self,
+        tenant: &str,
+        key_hash: &str,
+        scopes: &str,
+    ) -> Result<(), LedgerError> {
+        sqlx::query(
+            "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, now())",
+        )
+        .bind(tenant)
+        .bind(key_hash)
+        .bind(scopes)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     pub async fn rebuild_rule_state(

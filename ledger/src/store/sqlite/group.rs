@@ -11,7 +11,8 @@ use crate::chain::{Head, GENESIS_HASH};
 use crate::entry::{format_recorded_at, StoredEntry, UsageColumns};
 use crate::intent::EntryKind;
 use crate::state::{StateKey, StateRow};
-use crate::store::transaction::{head_moved, Fence, GroupTransaction, GroupWrite};
+use crate::store::shared::engine_group;
+use crate::store::transaction::{head_moved, Fence, GroupWrite};
 use crate::store::{decode_balance, decode_fence};
 use crate::LedgerError;
 
@@ -204,8 +205,13 @@ impl SqliteGroup {
     }
 }
 
-impl GroupTransaction for SqliteGroup {
-    async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
+engine_group! {
+    group = SqliteGroup,
+    keyed_entries = keyed_entries,
+}
+
+impl SqliteGroup {
+    async fn lock_head_row(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
         // BEGIN IMMEDIATE already holds the database's write lock.
         sqlx::query(
             "INSERT INTO ledger_heads (tenant_id, seq, hash) VALUES (?, 0, ?) \
@@ -222,15 +228,7 @@ impl GroupTransaction for SqliteGroup {
         decode_fence(row.as_ref())
     }
 
-    async fn entries_with_keys(
-        &mut self,
-        tenant: &str,
-        keys: &[(EntryKind, &str)],
-    ) -> Result<Vec<StoredEntry>, LedgerError> {
-        keyed_entries(&mut self.tx, tenant, keys).await
-    }
-
-    async fn balances_of(
+    async fn read_balances(
         &mut self,
         tenant: &str,
         accounts: &[&str],
@@ -257,7 +255,7 @@ impl GroupTransaction for SqliteGroup {
         Ok(out)
     }
 
-    async fn entries_by_ids(
+    async fn read_entries_by_ids(
         &mut self,
         tenant: &str,
         ids: &[&str],
@@ -265,7 +263,7 @@ impl GroupTransaction for SqliteGroup {
         entries_in(&mut self.tx, tenant, None, "id", ids).await
     }
 
-    async fn records_of(
+    async fn read_records(
         &mut self,
         tenant: &str,
         keys: &[StateKey],
@@ -296,7 +294,7 @@ impl GroupTransaction for SqliteGroup {
         Ok(out)
     }
 
-    async fn write_balances(
+    async fn upsert_balances(
         &mut self,
         tenant: &str,
         rows: &[(&str, &str, AccountBalance)],
@@ -322,22 +320,17 @@ impl GroupTransaction for SqliteGroup {
         Ok(())
     }
 
-    async fn write_group(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
+    async fn write_all(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
         // In-process: statements cost no round trip, so one each. The head
         // first: a group whose head moved fails before it writes a row.
         self.write_head(&write.tenant, &write.start, &write.head)
             .await?;
         self.insert_entries(&write.entries).await?;
-        self.write_balances(&write.tenant, &write.balance_rows())
+        self.upsert_balances(&write.tenant, &write.balance_rows())
             .await?;
         if !write.records.is_empty() {
             self.write_records(&write.tenant, &write.records).await?;
         }
-        Ok(())
-    }
-
-    async fn commit(self) -> Result<(), LedgerError> {
-        self.tx.commit().await?;
         Ok(())
     }
 }
