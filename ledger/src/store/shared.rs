@@ -38,6 +38,10 @@ pub(super) const EXPIRED_HOLDS: &str = "SELECT tenant_id, key FROM ( \
          row_number() OVER (PARTITION BY tenant_id ORDER BY expires_at) AS n \
        FROM rule_state WHERE expires_at IS NOT NULL AND expires_at <= $1) AS e \
      WHERE n <= $2 ORDER BY expires_at";
+/// Creates a tenant's head at seq 0 unless it exists.
+pub(super) const CREATE_HEAD: &str =
+    "INSERT INTO ledger_heads (tenant_id, seq, hash) VALUES ($1, 0, $2) \
+     ON CONFLICT (tenant_id) DO NOTHING";
 /// Writers must not trust records they remember across a rewrite.
 pub(super) const BUMP_GENERATION: &str =
     "UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = $1";
@@ -51,7 +55,17 @@ pub(super) const BUMP_GENERATION: &str =
 /// - `keyed_entries`: the engine's look-up of entries by idempotency key;
 /// - `rule_rows`: the engine's read of a tenant's rule state, as stored;
 /// - `created_at`: an api key row's `created_at` as fixed-width UTC text;
-/// - `group`: the engine's group transaction (`begin_group`).
+/// - `group`: the engine's group transaction (`begin_group`);
+/// - `log_page`: the SQL around the walks of a log page and the engine's
+///   read of the page's rows;
+/// - `insert_api_key`: the insert and the `created_at` this process binds
+///   as `$4`, if the SQL does not take the database's clock;
+/// - `balance_rows_sql`: an account's balances (`unit, debits, credits,
+///   held`) beside the head seq (`head_seq`) in one statement: one
+///   snapshot, and a row with no balance if the account has none.
+///
+/// The group (`group`) has a method `rebuild_rules`, the engine's rebuild
+/// of rule state on the transaction holding the head lock.
 ///
 /// Besides the methods it writes the free functions `log_walk` (the entries
 /// of a log page, for `list_entries`) and `range_branch`.
@@ -66,7 +80,10 @@ macro_rules! engine_reads {
         keyed_entries = $keyed:path,
         rule_rows = $rules:path,
         created_at = $created:path,
-        group = $group:ty $(,)?
+        group = $group:ty,
+        log_page = ($page_open:expr, $page_close:expr, $read_page:path),
+        insert_api_key = ($insert_key_sql:expr, $created_now:path),
+        balance_rows_sql = $balance_rows_sql:expr $(,)?
     ) => {
         /// The entries of one page of `GET /v1/entries`. With an account,
         /// the page is the merge of two index-ordered walks (debit side,
@@ -160,6 +177,71 @@ macro_rules! engine_reads {
                     .execute(&self.pool)
                     .await?;
                 Ok(())
+            }
+
+            pub async fn insert_api_key(
+                &self,
+                tenant: &str,
+                key_hash: &str,
+                scopes: &str,
+            ) -> Result<(), $crate::LedgerError> {
+                let mut insert = sqlx::query($insert_key_sql)
+                    .bind(tenant)
+                    .bind(key_hash)
+                    .bind(scopes);
+                if let Some(created_at) = $created_now() {
+                    insert = insert.bind(created_at);
+                }
+                insert.execute(&self.pool).await?;
+                Ok(())
+            }
+
+            pub async fn balance_rows(
+                &self,
+                tenant: &str,
+                account: &str,
+            ) -> Result<(Vec<$crate::store::BalanceRow>, i64), $crate::LedgerError> {
+                use sqlx::Row;
+                let rows = sqlx::query($balance_rows_sql)
+                    .bind(tenant)
+                    .bind(account)
+                    .fetch_all(&self.pool)
+                    .await?;
+                let mut seq = 0;
+                let mut out = Vec::new();
+                for r in &rows {
+                    seq = r.try_get("head_seq")?;
+                    if let Some(unit) = r.try_get::<Option<String>, _>("unit")? {
+                        out.push($crate::store::BalanceRow {
+                            unit,
+                            balance: $crate::store::decode_balance(r)?,
+                        });
+                    }
+                }
+                Ok((out, seq))
+            }
+
+            pub async fn rebuild_rule_state(
+                &self,
+                tenant: &str,
+            ) -> Result<$crate::store::RulesRebuilt, $crate::LedgerError> {
+                use $crate::store::transaction::GroupTransaction;
+                let (mut group, _) = self.lock_for_rewrite(tenant).await?;
+                let rebuilt = group.rebuild_rules(tenant).await?;
+                group.commit().await?;
+                Ok(rebuilt)
+            }
+
+            /// A page of `GET /v1/entries`.
+            pub async fn list_entries(
+                &self,
+                tenant: &str,
+                f: &$crate::store::EntryFilter,
+            ) -> Result<Vec<$crate::entry::StoredEntry>, $crate::LedgerError> {
+                let mut q = sqlx::QueryBuilder::<$db>::new($page_open);
+                log_walk(&mut q, tenant, f);
+                q.push($page_close);
+                $read_page(&self.pool, q).await
             }
 
             /// Begins a group holding `tenant`'s head lock (so no group
@@ -479,6 +561,34 @@ macro_rules! engine_group {
             async fn commit(self) -> Result<(), $crate::LedgerError> {
                 self.tx.commit().await?;
                 Ok(())
+            }
+        }
+
+        impl $group {
+            /// Creates the tenant's head at seq 0 unless it exists.
+            async fn create_head(&mut self, tenant: &str) -> Result<(), $crate::LedgerError> {
+                sqlx::query($crate::store::shared::CREATE_HEAD)
+                    .bind(tenant)
+                    .bind(hex::encode($crate::chain::GENESIS_HASH))
+                    .execute(&mut *self.tx)
+                    .await?;
+                Ok(())
+            }
+
+            /// The head row `select` reads (`SELECT seq, hash, generation`,
+            /// `$1` the tenant) as a fence, if there is one.
+            async fn read_fence(
+                &mut self,
+                select: &'static str,
+                tenant: &str,
+            ) -> Result<Option<$crate::store::transaction::Fence>, $crate::LedgerError> {
+                let row = sqlx::query(select)
+                    .bind(tenant)
+                    .fetch_optional(&mut *self.tx)
+                    .await?;
+                row.as_ref()
+                    .map(|r| $crate::store::decode_fence(Some(r)))
+                    .transpose()
             }
         }
     };

@@ -25,6 +25,14 @@ pub(crate) struct Fence {
     pub generation: i64,
 }
 
+impl Fence {
+    /// The fence of a tenant with no head row: the empty chain.
+    pub(crate) const EMPTY: Fence = Fence {
+        head: Head::EMPTY,
+        generation: 0,
+    };
+}
+
 /// The primitives an engine provides inside one write transaction. Dropping
 /// the value without `commit` rolls everything back.
 pub(crate) trait GroupTransaction: Send {

@@ -7,13 +7,12 @@ use super::group_write::group_write;
 use super::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use crate::amount::canonical;
 use crate::balance::AccountBalance;
-use crate::chain::GENESIS_HASH;
 use crate::entry::StoredEntry;
 use crate::intent::EntryKind;
 use crate::state::StateKey;
 use crate::store::shared::engine_group;
 use crate::store::transaction::{head_moved, Fence, GroupWrite};
-use crate::store::{decode_balance, decode_fence};
+use crate::store::{decode_balance, RulesRebuilt};
 use crate::LedgerError;
 
 /// Entries holding one of `keys`.
@@ -57,28 +56,23 @@ engine_group! {
 }
 
 impl PgGroup {
+    /// Rebuilds the tenant's rule state from its log ([`crate::store::rules`]),
+    /// its deletes and upserts bound as arrays.
+    pub(super) async fn rebuild_rules(
+        &mut self,
+        tenant: &str,
+    ) -> Result<RulesRebuilt, LedgerError> {
+        crate::store::rules::rebuild_pg(&mut self.tx, tenant).await
+    }
+
     async fn lock_head_row(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
-        let select =
+        const LOCK: &str =
             "SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = $1 FOR UPDATE";
-        let mut row = sqlx::query(select)
-            .bind(tenant)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        if row.is_none() {
-            sqlx::query(
-                "INSERT INTO ledger_heads (tenant_id, seq, hash) VALUES ($1, 0, $2) \
-                 ON CONFLICT (tenant_id) DO NOTHING",
-            )
-            .bind(tenant)
-            .bind(hex::encode(GENESIS_HASH))
-            .execute(&mut *self.tx)
-            .await?;
-            row = sqlx::query(select)
-                .bind(tenant)
-                .fetch_optional(&mut *self.tx)
-                .await?;
+        if let Some(fence) = self.read_fence(LOCK, tenant).await? {
+            return Ok(fence);
         }
-        decode_fence(row.as_ref())
+        self.create_head(tenant).await?;
+        Ok(self.read_fence(LOCK, tenant).await?.unwrap_or(Fence::EMPTY))
     }
 
     async fn read_balances(

@@ -15,9 +15,9 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
+use super::decode_entry;
 use super::shared::engine_reads;
-use super::transaction::{head_moved, GroupTransaction, GroupWrite};
-use super::{decode_balance, decode_entry, BalanceRow, EntryFilter};
+use super::transaction::{head_moved, GroupWrite};
 use crate::entry::StoredEntry;
 use crate::LedgerError;
 use group::keyed_entries;
@@ -65,6 +65,30 @@ engine_reads! {
     rule_rows = super::rules::stored_pg,
     created_at = created_at_text,
     group = PgGroup,
+    log_page = ("", "", read_rows),
+    insert_api_key = (
+        "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, now())",
+        database_clock
+    ),
+    balance_rows_sql = "SELECT b.unit, b.debits::text AS debits, b.credits::text AS credits, \
+           b.held::text AS held, h.seq AS head_seq \
+         FROM ledger_heads h LEFT JOIN balances b \
+           ON b.tenant_id = h.tenant_id AND b.account = $2 \
+         WHERE h.tenant_id = $1 ORDER BY b.unit",
+}
+
+/// An api key's `created_at` is the database's `now()`: nothing to bind.
+fn database_clock() -> Option<String> {
+    None
+}
+
+/// A page of the log, its rows handed over as they come.
+async fn read_rows(
+    pool: &PgPool,
+    mut page: QueryBuilder<'_, Postgres>,
+) -> Result<Vec<StoredEntry>, LedgerError> {
+    let rows = page.build().fetch_all(pool).await?;
+    rows.iter().map(entry).collect()
 }
 
 /// The connection options of `url`, with PostgreSQL's JIT compiler off
@@ -117,74 +141,5 @@ impl PostgresStore {
             "group written alone"
         );
         Ok(())
-    }
-
-    pub async fn list_entries(
-        &self,
-        tenant: &str,
-        f: &EntryFilter,
-    ) -> Result<Vec<StoredEntry>, LedgerError> {
-        let mut q = QueryBuilder::<Postgres>::new("");
-        log_walk(&mut q, tenant, f);
-        let rows = q.build().fetch_all(&self.pool).await?;
-        rows.iter().map(entry).collect()
-    }
-
-    pub async fn balance_rows(
-        &self,
-        tenant: &str,
-        account: &str,
-    ) -> Result<(Vec<BalanceRow>, i64), LedgerError> {
-        // One statement, one snapshot: the balances and the seq they belong to.
-        let rows = sqlx::query(
-            "SELECT b.unit, b.debits::text AS debits, b.credits::text AS credits, \
-                    b.held::text AS held, h.seq AS head_seq \
-             FROM ledger_heads h LEFT JOIN balances b \
-               ON b.tenant_id = h.tenant_id AND b.account = $2 \
-             WHERE h.tenant_id = $1 ORDER BY b.unit",
-        )
-        .bind(tenant)
-        .bind(account)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut seq = 0;
-        let mut out = Vec::new();
-        for r in &rows {
-            seq = r.try_get("head_seq")?;
-            if let Some(unit) = r.try_get::<Option<String>, _>("unit")? {
-                out.push(BalanceRow {
-                    unit,
-                    balance: decode_balance(r)?,
-                });
-            }
-        }
-        Ok((out, seq))
-    }
-
-    pub async fn insert_api_key(
-        &self,
-        tenant: &str,
-        key_hash: &str,
-        scopes: &str,
-    ) -> Result<(), LedgerError> {
-        sqlx::query(
-            "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, now())",
-        )
-        .bind(tenant)
-        .bind(key_hash)
-        .bind(scopes)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    pub async fn rebuild_rule_state(
-        &self,
-        tenant: &str,
-    ) -> Result<super::rules::RulesRebuilt, LedgerError> {
-        let (mut group, _) = self.lock_for_rewrite(tenant).await?;
-        let rebuilt = super::rules::rebuild_pg(&mut group.tx, tenant).await?;
-        group.commit().await?;
-        Ok(rebuilt)
     }
 }

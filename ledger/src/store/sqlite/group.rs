@@ -7,13 +7,13 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
 use super::{entry, ENTRY_COLUMNS, ROWS_PER_INSERT};
 use crate::amount::canonical;
 use crate::balance::AccountBalance;
-use crate::chain::{Head, GENESIS_HASH};
+use crate::chain::Head;
 use crate::entry::{format_recorded_at, StoredEntry, UsageColumns};
 use crate::intent::EntryKind;
 use crate::state::{StateKey, StateRow};
 use crate::store::shared::engine_group;
 use crate::store::transaction::{head_moved, Fence, GroupWrite};
-use crate::store::{decode_balance, decode_fence};
+use crate::store::{decode_balance, RulesRebuilt};
 use crate::LedgerError;
 
 /// What the writer inserts: [`ENTRY_COLUMNS`] and the usage columns of
@@ -115,11 +115,18 @@ pub(crate) struct SqliteGroup {
 }
 
 impl SqliteGroup {
-    pub(super) async fn write_records(
+    /// Rebuilds the tenant's rule state from its log ([`crate::store::rules`]):
+    /// the rows that differ are written here, in chunks.
+    pub(super) async fn rebuild_rules(
         &mut self,
         tenant: &str,
-        rows: &[StateRow],
-    ) -> Result<(), LedgerError> {
+    ) -> Result<RulesRebuilt, LedgerError> {
+        let (rebuilt, writes) = crate::store::rules::rebuild_sqlite(&mut self.tx, tenant).await?;
+        self.write_records(tenant, &writes).await?;
+        Ok(rebuilt)
+    }
+
+    async fn write_records(&mut self, tenant: &str, rows: &[StateRow]) -> Result<(), LedgerError> {
         for chunk in rows.chunks(ROWS_PER_INSERT / 2) {
             let mut q = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) ",
@@ -213,19 +220,12 @@ engine_group! {
 impl SqliteGroup {
     async fn lock_head_row(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
         // BEGIN IMMEDIATE already holds the database's write lock.
-        sqlx::query(
-            "INSERT INTO ledger_heads (tenant_id, seq, hash) VALUES (?, 0, ?) \
-             ON CONFLICT (tenant_id) DO NOTHING",
-        )
-        .bind(tenant)
-        .bind(hex::encode(GENESIS_HASH))
-        .execute(&mut *self.tx)
-        .await?;
-        let row = sqlx::query("SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = ?")
-            .bind(tenant)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        decode_fence(row.as_ref())
+        self.create_head(tenant).await?;
+        let select = "SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = $1";
+        Ok(self
+            .read_fence(select, tenant)
+            .await?
+            .unwrap_or(Fence::EMPTY))
     }
 
     async fn read_balances(

@@ -14,9 +14,8 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
+use super::decode_entry;
 use super::shared::engine_reads;
-use super::transaction::GroupTransaction;
-use super::{decode_balance, decode_entry, BalanceRow, EntryFilter};
 use crate::entry::{format_recorded_at, StoredEntry};
 use crate::LedgerError;
 use group::keyed_entries;
@@ -95,6 +94,38 @@ engine_reads! {
     rule_rows = super::rules::stored_sqlite,
     created_at = created_at_text,
     group = SqliteGroup,
+    log_page = (
+        format!("SELECT json_group_array(json_array({ENTRY_COLUMNS}) ORDER BY seq) FROM ("),
+        ")",
+        read_packed
+    ),
+    insert_api_key = (
+        "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, $4)",
+        this_clock
+    ),
+    balance_rows_sql = "SELECT b.unit, b.debits AS debits, b.credits AS credits, \
+           b.held AS held, h.seq AS head_seq \
+         FROM ledger_heads h LEFT JOIN balances b \
+           ON b.tenant_id = h.tenant_id AND b.account = $2 \
+         WHERE h.tenant_id = $1 ORDER BY b.unit",
+}
+
+/// An api key's `created_at`: this process's clock, as fixed-width UTC text.
+fn this_clock() -> Option<String> {
+    Some(format_recorded_at(&Utc::now()))
+}
+
+/// A page of the log, packed by SQLite as one JSON array: sqlx hands
+/// SQLite rows over one at a time from its worker thread, which cost more
+/// than everything else a page of the log needs.
+async fn read_packed(
+    pool: &SqlitePool,
+    mut page: QueryBuilder<'_, Sqlite>,
+) -> Result<Vec<StoredEntry>, LedgerError> {
+    let packed: String = page.build_query_scalar().fetch_one(pool).await?;
+    let rows: Vec<PackedEntry> = serde_json::from_str(&packed)
+        .map_err(|e| LedgerError::Corrupt(format!("packed entries: {e}")))?;
+    rows.into_iter().map(PackedEntry::into_entry).collect()
 }
 
 /// SQLite stores an api key's `created_at` as fixed-width UTC text.
@@ -168,85 +199,5 @@ impl SqliteStore {
         Ok(SqliteGroup {
             tx: self.begin_write().await?,
         })
-    }
-
-    pub async fn insert_api_key(
-        &self,
-        tenant: &str,
-        key_hash: &str,
-        scopes: &str,
-    ) -> Result<(), LedgerError> {
-        sqlx::query(
-            "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(tenant)
-        .bind(key_hash)
-        .bind(scopes)
-        .bind(format_recorded_at(&Utc::now()))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    pub async fn list_entries(
-        &self,
-        tenant: &str,
-        f: &EntryFilter,
-    ) -> Result<Vec<StoredEntry>, LedgerError> {
-        // sqlx hands SQLite rows over one at a time from its worker thread,
-        // which cost more than everything else a page of the log needs: the
-        // page comes back as one JSON array that SQLite builds.
-        let mut q = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT json_group_array(json_array({ENTRY_COLUMNS}) ORDER BY seq) FROM ("
-        ));
-        log_walk(&mut q, tenant, f);
-        q.push(")");
-        let packed: String = q.build_query_scalar().fetch_one(&self.pool).await?;
-        let rows: Vec<PackedEntry> = serde_json::from_str(&packed)
-            .map_err(|e| LedgerError::Corrupt(format!("packed entries: {e}")))?;
-        rows.into_iter().map(PackedEntry::into_entry).collect()
-    }
-
-    pub async fn balance_rows(
-        &self,
-        tenant: &str,
-        account: &str,
-    ) -> Result<(Vec<BalanceRow>, i64), LedgerError> {
-        let mut tx = self.pool.begin().await?;
-        let rows = sqlx::query(
-            "SELECT unit, debits, credits, held FROM balances \
-             WHERE tenant_id = $1 AND account = $2 ORDER BY unit",
-        )
-        .bind(tenant)
-        .bind(account)
-        .fetch_all(&mut *tx)
-        .await?;
-        let seq: Option<i64> =
-            sqlx::query_scalar("SELECT seq FROM ledger_heads WHERE tenant_id = $1")
-                .bind(tenant)
-                .fetch_optional(&mut *tx)
-                .await?;
-        tx.commit().await?;
-        let rows = rows
-            .iter()
-            .map(|r| {
-                Ok(BalanceRow {
-                    unit: r.try_get("unit")?,
-                    balance: decode_balance(r)?,
-                })
-            })
-            .collect::<Result<Vec<_>, LedgerError>>()?;
-        Ok((rows, seq.unwrap_or(0)))
-    }
-
-    pub async fn rebuild_rule_state(
-        &self,
-        tenant: &str,
-    ) -> Result<super::rules::RulesRebuilt, LedgerError> {
-        let (mut group, _) = self.lock_for_rewrite(tenant).await?;
-        let (rebuilt, writes) = super::rules::rebuild_sqlite(&mut group.tx, tenant).await?;
-        group.write_records(tenant, &writes).await?;
-        group.commit().await?;
-        Ok(rebuilt)
     }
 }
