@@ -7,12 +7,12 @@
 use sqlx::{PgConnection, PgPool, SqliteConnection, SqlitePool};
 
 use super::postgres::PgGroup;
-use super::shared::on_engine;
 use super::sqlite::SqliteGroup;
 use super::transaction::GroupTransaction;
 use super::{PostgresStore, SqliteStore, Storage};
 use crate::balance::AccountBalance;
 use crate::chain::Head;
+use crate::on_engine;
 use crate::LedgerError;
 
 /// The engine behind a [`Storage`], for SQL of the engine's own dialect.

@@ -29,11 +29,11 @@ use crate::keys::{ApiKey, StoredApiKey};
 use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
+use crate::on_engine;
 pub use log::{EngineRef, LockedConnection, TenantLock};
 pub use postgres::PostgresStore;
 pub use rules::RulesRebuilt;
-use shared::on_engine;
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, SqliteWrite};
 pub(crate) use transaction::{Fence, GroupTransaction, GroupWrite};
 
 /// Filters of `GET /v1/entries`.

@@ -8,8 +8,10 @@
 //! `sqlx::Database`: each expansion is the concrete code the engine ran
 //! before, with no bounds to carry and nothing in between at run time.
 
-/// Matches a value of a two-engine enum (`Storage`, a group, a lock) and
-/// runs the same body on either engine's value.
+/// Matches a value of a two-engine enum (`Storage`, a group, a lock, a
+/// locked connection) and runs the same body on either engine's value;
+/// `$enum` is the enum's name, in scope where the macro is used.
+#[macro_export]
 macro_rules! on_engine {
     ($value:expr, $enum:ident, $engine:ident => $body:expr) => {
         match $value {
@@ -18,7 +20,6 @@ macro_rules! on_engine {
         }
     };
 }
-pub(crate) use on_engine;
 
 pub(super) const PING: &str = "SELECT 1";
 pub(super) const LIST_API_KEYS: &str =

@@ -14,9 +14,9 @@ use crate::state::{StateKey, StateRow};
 use crate::LedgerError;
 
 use super::postgres::PgGroup;
-use super::shared::on_engine;
 use super::sqlite::SqliteGroup;
 use super::Storage;
+use crate::on_engine;
 
 /// The head a group was decided on, and a writer's memory is valid at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,6 +14,7 @@
 pub mod fold;
 mod postgres;
 pub mod projector;
+mod shared;
 mod sqlite;
 #[cfg(test)]
 mod tests;
