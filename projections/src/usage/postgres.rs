@@ -12,7 +12,7 @@ use tally_ledger::LedgerError;
 
 use super::fold::{reversal_target_of, UsageFold, UsageKey, UsageScan, UsageTotals};
 use super::shared::{usage_reads, usage_write};
-use super::{day_text, parse_wide, UsageRows, Written, USAGE_SOURCES};
+use super::{day_text, parse_wide, UsagePart, UsageRows, USAGE_SOURCES};
 
 usage_reads! {
     db = sqlx::Postgres,
@@ -33,14 +33,9 @@ async fn snapshot(
 
 /// Folds the usage rows with seq in `(after, upto]` into `part`, setting
 /// reversals aside (see `super::fold_usage_part`).
-pub(super) async fn fold_part(
-    pool: &PgPool,
-    tenant: &str,
-    (after, upto): (i64, i64),
-    rows: UsageRows,
-    part: &mut UsageScan,
-    reversals: &mut Vec<(i64, String)>,
-) -> Result<(), LedgerError> {
+pub(super) async fn fold_part(pool: &PgPool, into: &mut UsagePart<'_>) -> Result<(), LedgerError> {
+    let (tenant, after, upto, rows) = (into.tenant, into.after, into.upto, into.rows);
+    let (part, reversals) = (&mut into.scan, &mut into.reversals);
     let sources = USAGE_SOURCES.replace("amount,", "amount::text,");
     let range = "tenant_id = $1 AND seq > $2 AND seq <= $3";
     let sql = match rows {
@@ -138,23 +133,13 @@ pub(super) async fn sum_usage_columns(
 
 usage_write! {
     store = PgPool,
-    begin = begin_write,
+    begin = PgPool::begin,
     lock = "SELECT seq FROM projector_checkpoints \
         WHERE tenant_id = $1 AND projector = $2 FOR UPDATE",
     stored = "SELECT account, meter, day, unit, quantity::text, amount::text, \
         entries FROM usage_summaries WHERE tenant_id = $1",
     remove = remove_rows,
     add = add_deltas,
-}
-
-/// A write transaction; nothing is read ahead of it.
-async fn begin_write(
-    pool: &PgPool,
-    _tenant: &str,
-    _expected: Option<i64>,
-    _fold: &UsageFold,
-) -> Result<Result<(sqlx::Transaction<'static, sqlx::Postgres>, ()), Written>, LedgerError> {
-    Ok(Ok((pool.begin().await?, ())))
 }
 
 /// Deletes the summary rows of `tenant` with these keys, in one statement.

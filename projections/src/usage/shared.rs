@@ -184,17 +184,28 @@ pub(super) use usage_reads;
 /// the checkpoint locked and checked, a rebuild's stale rows removed, the
 /// fold added and the checkpoint moved, in one transaction. The engine
 /// gives:
-/// - `store`: what the write runs on;
-/// - `begin`: what it reads ahead (`Err` if that already finds the
-///   checkpoint moved) and the write transaction;
+/// - `store`, `begin`: what the write runs on and how its transaction
+///   begins;
+/// - `read_ahead` (optional): what is read before the write begins (`Err`
+///   if that already finds the checkpoint moved); without it, `()`;
 /// - `lock`: the checkpoint's `SELECT` inside the write;
 /// - `stored`: every summary row of a tenant, as text (`entries` an integer);
 /// - `remove`: deletes summary rows by key; `add`: adds the fold's deltas,
-///   given what `begin` read ahead.
+///   given what was read ahead.
 macro_rules! usage_write {
+    (@read_ahead ; $store:ident, $tenant:ident, $expected:ident, $fold:ident) => {
+        ()
+    };
+    (@read_ahead $ahead:path ; $store:ident, $tenant:ident, $expected:ident, $fold:ident) => {
+        match $ahead($store, $tenant, $expected, $fold).await? {
+            Ok(read) => read,
+            Err(stale) => return Ok(stale),
+        }
+    };
     (
         store = $store:ty,
         begin = $begin:path,
+        $(read_ahead = $ahead:path,)?
         lock = $lock:expr,
         stored = $stored:expr,
         remove = $remove:path,
@@ -212,10 +223,10 @@ macro_rules! usage_write {
             // A rebuild (`expected` None) writes only the rows that differ
             // from what is stored (changes.rs): these.
             let replaced: $crate::usage::UsageFold;
-            let (mut tx, read_ahead) = match $begin(store, tenant, expected, fold).await? {
-                Ok(begun) => begun,
-                Err(stale) => return Ok(stale),
-            };
+            let read_ahead = $crate::usage::shared::usage_write!(
+                @read_ahead $($ahead)? ; store, tenant, expected, fold
+            );
+            let mut tx = $begin(store).await?;
             let current = locked_checkpoint(&mut tx, tenant, $lock).await?;
             match expected {
                 Some(seq) if seq != current => {

@@ -9,12 +9,12 @@ use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::{QueryBuilder, SqlitePool};
 use tally_ledger::entry::{string_or_none, EntryStatus, UsageParams, UsageSource, DAY_FORMAT};
 use tally_ledger::intent::EntryKind;
-use tally_ledger::store::{parse_decimal, SqliteStore, SqliteWrite};
+use tally_ledger::store::{parse_decimal, SqliteStore};
 use tally_ledger::LedgerError;
 
 use super::fold::{UsageFold, UsageKey, UsageScan, UsageTotals, USAGE_PROJECTOR};
 use super::shared::{usage_reads, usage_write, CHECKPOINT};
-use super::{day_text, decode_usage_row, parse_wide, UsageRows, Written};
+use super::{day_text, decode_usage_row, parse_wide, UsagePart, UsageRows, Written};
 
 usage_reads! {
     db = sqlx::Sqlite,
@@ -207,12 +207,10 @@ impl PackedUsageRow<'_> {
 /// reversals aside (see `super::fold_usage_part`).
 pub(super) async fn fold_part(
     pool: &SqlitePool,
-    tenant: &str,
-    (after, upto): (i64, i64),
-    rows: UsageRows,
-    part: &mut UsageScan,
-    reversals: &mut Vec<(i64, String)>,
+    into: &mut UsagePart<'_>,
 ) -> Result<(), LedgerError> {
+    let (tenant, after, upto, rows) = (into.tenant, into.after, into.upto, into.rows);
+    let (part, reversals) = (&mut into.scan, &mut into.reversals);
     // sqlx hands each SQLite row from its worker thread to the task with a
     // wake-up (about 6 µs a row, measured): SQLite packs the rows of a seq
     // window into one JSON array instead, with the parameters the fold
@@ -250,7 +248,8 @@ pub(super) async fn fold_part(
 
 usage_write! {
     store = SqliteStore,
-    begin = begin_write,
+    begin = SqliteStore::begin_write,
+    read_ahead = read_current_rows,
     lock = CHECKPOINT,
     stored = "SELECT account, meter, day, unit, CAST(quantity AS TEXT), \
         CAST(amount AS TEXT), CAST(entries AS INTEGER) \
@@ -259,8 +258,8 @@ usage_write! {
     add = add_sums,
 }
 
-/// The stored rows the fold adds to, read ahead, then the write
-/// transaction: this process's turn, then the database's write lock.
+/// The stored rows the fold adds to, read before the write begins (this
+/// process's turn, then the database's write lock).
 ///
 /// SQLite cannot add decimal text exactly: the touched rows are read,
 /// added to in Rust and written back. The reads happen before the write
@@ -269,12 +268,12 @@ usage_write! {
 /// longer than that. The rows read are still current if the checkpoint
 /// has not moved by the time the lock is taken, since every change of
 /// the rows moves the checkpoint in the same transaction.
-async fn begin_write(
+async fn read_current_rows(
     store: &SqliteStore,
     tenant: &str,
     expected: Option<i64>,
     fold: &UsageFold,
-) -> Result<Result<(SqliteWrite, HashMap<UsageKey, UsageTotals>), Written>, LedgerError> {
+) -> Result<Result<HashMap<UsageKey, UsageTotals>, Written>, LedgerError> {
     let mut current_rows: HashMap<UsageKey, UsageTotals> = HashMap::new();
     if let Some(expected_seq) = expected {
         let mut read = store.pool().begin().await?;
@@ -316,7 +315,7 @@ async fn begin_write(
         }
         read.commit().await?;
     }
-    Ok(Ok((store.begin_write().await?, current_rows)))
+    Ok(Ok(current_rows))
 }
 
 /// Deletes the summary rows of `tenant` with these keys, in chunks below
