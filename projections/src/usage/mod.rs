@@ -1,7 +1,8 @@
 //! The usage summaries: the pure fold ([`fold`]), the projector that keeps
 //! the `usage_summaries` table ([`projector`]), reads, the rebuild and the
-//! fresh fold `tally verify` compares with. Each engine's SQL is in its
-//! own file; what does not depend on the engine is here, once. The design
+//! fresh fold `tally verify` compares with. Each engine's own SQL is in
+//! its own file; the reads and the write both engines run alike are in
+//! `shared.rs`; what does not touch the database is here, once. The design
 //! is in `docs/usage-summaries.md`.
 //!
 //! A round reads the entries after the checkpoint outside any transaction
