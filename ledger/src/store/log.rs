@@ -6,10 +6,13 @@
 
 use sqlx::{PgConnection, PgPool, SqliteConnection, SqlitePool};
 
+use super::postgres::PgGroup;
+use super::sqlite::SqliteGroup;
 use super::transaction::GroupTransaction;
 use super::{PostgresStore, SqliteStore, Storage};
 use crate::balance::AccountBalance;
 use crate::chain::Head;
+use crate::on_engine;
 use crate::LedgerError;
 
 /// The engine behind a [`Storage`], for SQL of the engine's own dialect.
@@ -31,36 +34,13 @@ impl Storage {
     /// [`TenantLock::commit`]) and bumps its generation: writers must not
     /// trust balances they remember across the rewrite that follows.
     pub async fn lock_tenant(&self, tenant: &str) -> Result<TenantLock, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => {
-                let mut group = s.begin_group().await?;
-                let head = group.lock_head(tenant).await?.head;
-                sqlx::query(
-                    "UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = ?",
-                )
-                .bind(tenant)
-                .execute(&mut *group.tx)
-                .await?;
-                Ok(TenantLock {
-                    head,
-                    group: Locked::Sqlite(group),
-                })
-            }
-            Storage::Postgres(s) => {
-                let mut group = s.begin_group().await?;
-                let head = group.lock_head(tenant).await?.head;
-                sqlx::query(
-                    "UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = $1",
-                )
-                .bind(tenant)
-                .execute(&mut *group.tx)
-                .await?;
-                Ok(TenantLock {
-                    head,
-                    group: Locked::Postgres(group),
-                })
-            }
-        }
+        on_engine!(self, Storage, s => {
+            let (group, head) = s.lock_for_rewrite(tenant).await?;
+            Ok(TenantLock {
+                head,
+                group: group.into(),
+            })
+        })
     }
 }
 
@@ -85,8 +65,20 @@ pub struct TenantLock {
 }
 
 enum Locked {
-    Sqlite(super::sqlite::SqliteGroup),
-    Postgres(super::postgres::PgGroup),
+    Sqlite(SqliteGroup),
+    Postgres(PgGroup),
+}
+
+impl From<SqliteGroup> for Locked {
+    fn from(group: SqliteGroup) -> Self {
+        Locked::Sqlite(group)
+    }
+}
+
+impl From<PgGroup> for Locked {
+    fn from(group: PgGroup) -> Self {
+        Locked::Postgres(group)
+    }
 }
 
 /// The connection of a [`TenantLock`]'s transaction.
@@ -114,16 +106,10 @@ impl TenantLock {
         tenant: &str,
         rows: &[(&str, &str, AccountBalance)],
     ) -> Result<(), LedgerError> {
-        match &mut self.group {
-            Locked::Sqlite(g) => g.write_balances(tenant, rows).await,
-            Locked::Postgres(g) => g.write_balances(tenant, rows).await,
-        }
+        on_engine!(&mut self.group, Locked, g => g.write_balances(tenant, rows).await)
     }
 
     pub async fn commit(self) -> Result<(), LedgerError> {
-        match self.group {
-            Locked::Sqlite(g) => g.commit().await,
-            Locked::Postgres(g) => g.commit().await,
-        }
+        on_engine!(self.group, Locked, g => g.commit().await)
     }
 }

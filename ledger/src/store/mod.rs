@@ -1,7 +1,8 @@
 //! The storage engines behind one narrow interface.
 //!
-//! [`Storage`] is what the rest of tally sees. Each engine keeps its SQL in
-//! its own file. The store does I/O only: a group transaction's reads and
+//! [`Storage`] is what the rest of tally sees. What both engines do alike
+//! is written once ([`shared`]); each engine's folder keeps only its own SQL
+//! and what it alone does. The store does I/O only: a group transaction's reads and
 //! writes are the plain-data primitives of [`transaction`], which the group
 //! module calls, so both engines run the very same decision code
 //! and the store never sees a decision.
@@ -13,6 +14,7 @@ mod migration_checksums;
 mod postgres;
 mod readiness;
 mod rules;
+mod shared;
 mod sqlite;
 mod transaction;
 
@@ -27,10 +29,11 @@ use crate::keys::{ApiKey, StoredApiKey};
 use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 
+use crate::on_engine;
 pub use log::{EngineRef, LockedConnection, TenantLock};
 pub use postgres::PostgresStore;
 pub use rules::RulesRebuilt;
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, SqliteWrite};
 pub(crate) use transaction::{Fence, GroupTransaction, GroupWrite};
 
 /// Filters of `GET /v1/entries`.
@@ -162,18 +165,11 @@ impl Storage {
 
     /// The connection pool's use, now (no I/O).
     pub fn pool_stats(&self) -> PoolStats {
-        let (open, idle, max) = match self {
-            Storage::Sqlite(s) => (
-                s.pool.size(),
-                s.pool.num_idle(),
-                s.pool.options().get_max_connections(),
-            ),
-            Storage::Postgres(s) => (
-                s.pool.size(),
-                s.pool.num_idle(),
-                s.pool.options().get_max_connections(),
-            ),
-        };
+        let (open, idle, max) = on_engine!(self, Storage, s => (
+            s.pool.size(),
+            s.pool.num_idle(),
+            s.pool.options().get_max_connections(),
+        ));
         let idle = u32::try_from(idle).unwrap_or(u32::MAX).min(open);
         PoolStats {
             open,
@@ -184,10 +180,7 @@ impl Storage {
     }
 
     pub async fn ping(&self) -> Result<(), LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.ping().await,
-            Storage::Postgres(s) => s.ping().await,
-        }
+        on_engine!(self, Storage, s => s.ping().await)
     }
 
     pub async fn insert_api_key(
@@ -196,10 +189,7 @@ impl Storage {
         key_hash: &str,
         scopes: &str,
     ) -> Result<(), LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.insert_api_key(tenant, key_hash, scopes).await,
-            Storage::Postgres(s) => s.insert_api_key(tenant, key_hash, scopes).await,
-        }
+        on_engine!(self, Storage, s => s.insert_api_key(tenant, key_hash, scopes).await)
     }
 
     /// Every key (of `tenant` only, if given), by tenant and creation.
@@ -207,25 +197,16 @@ impl Storage {
         &self,
         tenant: Option<&str>,
     ) -> Result<Vec<StoredApiKey>, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.list_api_keys(tenant).await,
-            Storage::Postgres(s) => s.list_api_keys(tenant).await,
-        }
+        on_engine!(self, Storage, s => s.list_api_keys(tenant).await)
     }
 
     /// Deletes the tenant's key with this hash; whether there was one.
     pub async fn delete_api_key(&self, tenant: &str, key_hash: &str) -> Result<bool, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.delete_api_key(tenant, key_hash).await,
-            Storage::Postgres(s) => s.delete_api_key(tenant, key_hash).await,
-        }
+        on_engine!(self, Storage, s => s.delete_api_key(tenant, key_hash).await)
     }
 
     pub async fn find_api_key(&self, key_hash: &str) -> Result<Option<ApiKey>, LedgerError> {
-        let row = match self {
-            Storage::Sqlite(s) => s.find_api_key(key_hash).await?,
-            Storage::Postgres(s) => s.find_api_key(key_hash).await?,
-        };
+        let row = on_engine!(self, Storage, s => s.find_api_key(key_hash).await?);
         Ok(row.map(|(tenant_id, scopes)| ApiKey {
             tenant_id,
             // Scopes were validated when the key was created.
@@ -238,10 +219,7 @@ impl Storage {
         tenant: &str,
         id: &str,
     ) -> Result<Option<StoredEntry>, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.entry_by_id(tenant, id).await,
-            Storage::Postgres(s) => s.entry_by_id(tenant, id).await,
-        }
+        on_engine!(self, Storage, s => s.entry_by_id(tenant, id).await)
     }
 
     /// Entries holding one of `keys`, as committed now (no lock taken).
@@ -250,10 +228,7 @@ impl Storage {
         tenant: &str,
         keys: &[(EntryKind, &str)],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.entries_with_keys(tenant, keys).await,
-            Storage::Postgres(s) => s.entries_with_keys(tenant, keys).await,
-        }
+        on_engine!(self, Storage, s => s.entries_with_keys(tenant, keys).await)
     }
 
     /// The entry holding an idempotency key, if any.
@@ -263,10 +238,7 @@ impl Storage {
         kind: EntryKind,
         upstream_id: &str,
     ) -> Result<Option<StoredEntry>, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.entry_by_key(tenant, kind, upstream_id).await,
-            Storage::Postgres(s) => s.entry_by_key(tenant, kind, upstream_id).await,
-        }
+        on_engine!(self, Storage, s => s.entry_by_key(tenant, kind, upstream_id).await)
     }
 
     pub async fn list_entries(
@@ -274,10 +246,7 @@ impl Storage {
         tenant: &str,
         filter: &EntryFilter,
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.list_entries(tenant, filter).await,
-            Storage::Postgres(s) => s.list_entries(tenant, filter).await,
-        }
+        on_engine!(self, Storage, s => s.list_entries(tenant, filter).await)
     }
 
     /// The stored balances of `account` (one per unit; several only for
@@ -288,10 +257,7 @@ impl Storage {
         tenant: &str,
         account: &str,
     ) -> Result<(Vec<BalanceRow>, i64), LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.balance_rows(tenant, account).await,
-            Storage::Postgres(s) => s.balance_rows(tenant, account).await,
-        }
+        on_engine!(self, Storage, s => s.balance_rows(tenant, account).await)
     }
 
     /// Posted entries touching `account` with `seq <= as_of_seq`, in seq order.
@@ -301,10 +267,7 @@ impl Storage {
         account: &str,
         as_of_seq: i64,
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.postings_until(tenant, account, as_of_seq).await,
-            Storage::Postgres(s) => s.postings_until(tenant, account, as_of_seq).await,
-        }
+        on_engine!(self, Storage, s => s.postings_until(tenant, account, as_of_seq).await)
     }
 
     /// Entries of one account in one unit within `range` (any status), in
@@ -314,32 +277,20 @@ impl Storage {
         tenant: &str,
         range: &AccountRange<'_>,
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.account_entries(tenant, range).await,
-            Storage::Postgres(s) => s.account_entries(tenant, range).await,
-        }
+        on_engine!(self, Storage, s => s.account_entries(tenant, range).await)
     }
 
     pub async fn tenants(&self) -> Result<Vec<String>, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.tenants().await,
-            Storage::Postgres(s) => s.tenants().await,
-        }
+        on_engine!(self, Storage, s => s.tenants().await)
     }
 
     pub async fn head(&self, tenant: &str) -> Result<Head, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.head(tenant).await,
-            Storage::Postgres(s) => s.head(tenant).await,
-        }
+        on_engine!(self, Storage, s => s.head(tenant).await)
     }
 
     /// Every stored balance of a tenant.
     pub async fn stored_balances(&self, tenant: &str) -> Result<BalanceProjection, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.stored_balances(tenant).await,
-            Storage::Postgres(s) => s.stored_balances(tenant).await,
-        }
+        on_engine!(self, Storage, s => s.stored_balances(tenant).await)
     }
 
     /// Every rule-state record of one kind: (key, JSON value), by key.
@@ -348,10 +299,7 @@ impl Storage {
         tenant: &str,
         kind: &str,
     ) -> Result<Vec<(String, String)>, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.records_of_kind(tenant, kind).await,
-            Storage::Postgres(s) => s.records_of_kind(tenant, kind).await,
-        }
+        on_engine!(self, Storage, s => s.records_of_kind(tenant, kind).await)
     }
 
     /// One rule-state record (an account's settings, a hold, …).
@@ -360,10 +308,7 @@ impl Storage {
         tenant: &str,
         key: &StateKey,
     ) -> Result<Option<StateValue>, LedgerError> {
-        let text = match self {
-            Storage::Sqlite(s) => s.record(tenant, key.kind(), key.key()).await?,
-            Storage::Postgres(s) => s.record(tenant, key.kind(), key.key()).await?,
-        };
+        let text = on_engine!(self, Storage, s => s.record(tenant, key.kind(), key.key()).await?);
         match text {
             None => Ok(None),
             Some(t) => StateValue::from_json(key, &t).map(Some).ok_or_else(|| {
@@ -381,10 +326,7 @@ impl Storage {
         limit: i64,
     ) -> Result<Vec<(String, String)>, LedgerError> {
         let now = crate::entry::format_recorded_at(&now);
-        match self {
-            Storage::Sqlite(s) => s.expired_holds(&now, limit).await,
-            Storage::Postgres(s) => s.expired_holds(&now, limit).await,
-        }
+        on_engine!(self, Storage, s => s.expired_holds(&now, limit).await)
     }
 
     /// Every rule-state row of a tenant, as stored (`tally verify`).
@@ -392,20 +334,14 @@ impl Storage {
         &self,
         tenant: &str,
     ) -> Result<Vec<crate::rule_fold::StoredRecord>, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.rule_state_rows(tenant).await,
-            Storage::Postgres(s) => s.rule_state_rows(tenant).await,
-        }
+        on_engine!(self, Storage, s => s.rule_state_rows(tenant).await)
     }
 
     /// Makes a tenant's rule state the fold of its log
     /// ([`crate::rule_fold`]), under the head lock, bumping the head's
     /// generation so no writer trusts the records it remembers.
     pub async fn rebuild_rule_state(&self, tenant: &str) -> Result<RulesRebuilt, LedgerError> {
-        match self {
-            Storage::Sqlite(s) => s.rebuild_rule_state(tenant).await,
-            Storage::Postgres(s) => s.rebuild_rule_state(tenant).await,
-        }
+        on_engine!(self, Storage, s => s.rebuild_rule_state(tenant).await)
     }
 }
 

@@ -43,19 +43,15 @@ where
     })
 }
 
-const STORED_SQL_SQLITE: &str =
-    "SELECT kind, key, value, expires_at FROM rule_state WHERE tenant_id = ? ORDER BY kind, key";
-const STORED_SQL_PG: &str =
+/// Both engines' SQL (sqlx-sqlite reads `$1` as the first argument).
+const STORED_SQL: &str =
     "SELECT kind, key, value, expires_at FROM rule_state WHERE tenant_id = $1 ORDER BY kind, key";
 
 pub(super) async fn stored_sqlite(
     conn: &mut SqliteConnection,
     tenant: &str,
 ) -> Result<Vec<StoredRecord>, LedgerError> {
-    let rows = sqlx::query(STORED_SQL_SQLITE)
-        .bind(tenant)
-        .fetch_all(conn)
-        .await?;
+    let rows = sqlx::query(STORED_SQL).bind(tenant).fetch_all(conn).await?;
     rows.iter().map(record).collect()
 }
 
@@ -63,10 +59,7 @@ pub(super) async fn stored_pg(
     conn: &mut PgConnection,
     tenant: &str,
 ) -> Result<Vec<StoredRecord>, LedgerError> {
-    let rows = sqlx::query(STORED_SQL_PG)
-        .bind(tenant)
-        .fetch_all(conn)
-        .await?;
+    let rows = sqlx::query(STORED_SQL).bind(tenant).fetch_all(conn).await?;
     rows.iter().map(record).collect()
 }
 

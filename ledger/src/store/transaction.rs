@@ -16,12 +16,21 @@ use crate::LedgerError;
 use super::postgres::PgGroup;
 use super::sqlite::SqliteGroup;
 use super::Storage;
+use crate::on_engine;
 
 /// The head a group was decided on, and a writer's memory is valid at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Fence {
     pub head: Head,
     pub generation: i64,
+}
+
+impl Fence {
+    /// The fence of a tenant with no head row: the empty chain.
+    pub(crate) const EMPTY: Fence = Fence {
+        head: Head::EMPTY,
+        generation: 0,
+    };
 }
 
 /// The primitives an engine provides inside one write transaction. Dropping
@@ -159,10 +168,7 @@ enum Engine {
 
 impl GroupTransaction for EngineGroup {
     async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
-        match &mut self.0 {
-            Engine::Sqlite(g) => g.lock_head(tenant).await,
-            Engine::Postgres(g) => g.lock_head(tenant).await,
-        }
+        on_engine!(&mut self.0, Engine, g => g.lock_head(tenant).await)
     }
 
     async fn entries_with_keys(
@@ -170,10 +176,7 @@ impl GroupTransaction for EngineGroup {
         tenant: &str,
         keys: &[(EntryKind, &str)],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        match &mut self.0 {
-            Engine::Sqlite(g) => g.entries_with_keys(tenant, keys).await,
-            Engine::Postgres(g) => g.entries_with_keys(tenant, keys).await,
-        }
+        on_engine!(&mut self.0, Engine, g => g.entries_with_keys(tenant, keys).await)
     }
 
     async fn balances_of(
@@ -181,10 +184,7 @@ impl GroupTransaction for EngineGroup {
         tenant: &str,
         accounts: &[&str],
     ) -> Result<Vec<(String, String, AccountBalance)>, LedgerError> {
-        match &mut self.0 {
-            Engine::Sqlite(g) => g.balances_of(tenant, accounts).await,
-            Engine::Postgres(g) => g.balances_of(tenant, accounts).await,
-        }
+        on_engine!(&mut self.0, Engine, g => g.balances_of(tenant, accounts).await)
     }
 
     async fn entries_by_ids(
@@ -192,10 +192,7 @@ impl GroupTransaction for EngineGroup {
         tenant: &str,
         ids: &[&str],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        match &mut self.0 {
-            Engine::Sqlite(g) => g.entries_by_ids(tenant, ids).await,
-            Engine::Postgres(g) => g.entries_by_ids(tenant, ids).await,
-        }
+        on_engine!(&mut self.0, Engine, g => g.entries_by_ids(tenant, ids).await)
     }
 
     async fn records_of(
@@ -203,10 +200,7 @@ impl GroupTransaction for EngineGroup {
         tenant: &str,
         keys: &[StateKey],
     ) -> Result<Vec<(String, String, String)>, LedgerError> {
-        match &mut self.0 {
-            Engine::Sqlite(g) => g.records_of(tenant, keys).await,
-            Engine::Postgres(g) => g.records_of(tenant, keys).await,
-        }
+        on_engine!(&mut self.0, Engine, g => g.records_of(tenant, keys).await)
     }
 
     async fn write_balances(
@@ -214,24 +208,15 @@ impl GroupTransaction for EngineGroup {
         tenant: &str,
         rows: &[(&str, &str, AccountBalance)],
     ) -> Result<(), LedgerError> {
-        match &mut self.0 {
-            Engine::Sqlite(g) => GroupTransaction::write_balances(g, tenant, rows).await,
-            Engine::Postgres(g) => GroupTransaction::write_balances(g, tenant, rows).await,
-        }
+        on_engine!(&mut self.0, Engine, g => GroupTransaction::write_balances(g, tenant, rows).await)
     }
 
     async fn write_group(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
-        match &mut self.0 {
-            Engine::Sqlite(g) => g.write_group(write).await,
-            Engine::Postgres(g) => g.write_group(write).await,
-        }
+        on_engine!(&mut self.0, Engine, g => g.write_group(write).await)
     }
 
     async fn commit(self) -> Result<(), LedgerError> {
-        match self.0 {
-            Engine::Sqlite(g) => g.commit().await,
-            Engine::Postgres(g) => g.commit().await,
-        }
+        on_engine!(self.0, Engine, g => g.commit().await)
     }
 }
 

@@ -13,7 +13,11 @@ use tally_ledger::LedgerError;
 
 pub use read::{read_balance, BalanceView};
 
-use crate::changes::balance_changes;
+use crate::changes::{balance_changes, StoredBalance};
+use sqlx::{ColumnIndex, Decode, Row, Type};
+use tally_ledger::fold::LogFold;
+use tally_ledger::on_engine;
+use tally_ledger::store::fold_hold_row;
 
 /// Replaces a tenant's balances with `fold(tenant's log)`, computed and
 /// written under the head lock so no group commits in between. Returns
@@ -39,10 +43,9 @@ pub async fn rebuild_balances(
     let fold_time = started.elapsed();
     // Only the rows that differ are written (changes.rs); the head lock
     // keeps every writer of balances out meanwhile.
-    let stored = match lock.connection() {
-        LockedConnection::Sqlite(conn) => sqlite::stored(conn, tenant).await?,
-        LockedConnection::Postgres(conn) => postgres::stored(conn, tenant).await?,
-    };
+    let stored = on_engine!(lock.connection(), LockedConnection, conn => {
+        StoredBalance::from_rows(&sqlx::query(STORED).bind(tenant).fetch_all(conn).await?)?
+    });
     let changes = balance_changes(&stored, &projection);
     match lock.connection() {
         LockedConnection::Sqlite(conn) => sqlite::remove(conn, tenant, &changes.remove).await?,
@@ -60,6 +63,31 @@ pub async fn rebuild_balances(
         "balances rebuilt"
     );
     Ok((head_seq, projection.len()))
+}
+
+/// The stored balance rows of a tenant (`$1`), on either engine. Cast to
+/// text: NUMERIC reads as exact text, and on SQLite a damaged row of
+/// another type still reads, and is rewritten.
+const STORED: &str = "SELECT account, unit, CAST(debits AS TEXT), CAST(credits AS TEXT), \
+     CAST(held AS TEXT) FROM balances WHERE tenant_id = $1";
+
+/// Folds one row of `tally_ledger::store::hold_rows_sql` (its columns as
+/// text), as read on either engine.
+fn fold_hold<'r, R>(log: &mut LogFold, row: &'r R) -> Result<(), LedgerError>
+where
+    R: Row,
+    usize: ColumnIndex<R>,
+    &'r str: Decode<'r, R::Database> + Type<R::Database>,
+{
+    fold_hold_row(
+        log,
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+        row.try_get(5)?,
+    )
 }
 
 /// A store's lock is taken on its own engine: never reached.

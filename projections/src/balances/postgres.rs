@@ -5,11 +5,10 @@ use futures_util::TryStreamExt;
 use sqlx::{PgConnection, PgPool, Row};
 use tally_ledger::balance::{BalanceProjection, PostingSums, Side};
 use tally_ledger::fold::LogFold;
-use tally_ledger::store::{fold_hold_row, hold_rows_sql};
+use tally_ledger::store::hold_rows_sql;
 use tally_ledger::wide::WideDecimal;
 use tally_ledger::LedgerError;
 
-use crate::changes::StoredBalance;
 use crate::parts::{join_folds, merge_postings, rebuild_parts};
 
 /// The balances `tenant`'s log up to `head_seq` folds to. `conn` holds the
@@ -112,34 +111,11 @@ pub(super) async fn fold(
     let sql = hold_rows_sql("$1").replace("amount,", "amount::text,");
     let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
     while let Some(r) = rows.try_next().await? {
-        fold_hold_row(
-            &mut log,
-            r.try_get(0)?,
-            r.try_get(1)?,
-            r.try_get(2)?,
-            r.try_get(3)?,
-            r.try_get(4)?,
-            r.try_get(5)?,
-        )?;
+        super::fold_hold(&mut log, &r)?;
     }
     drop(rows);
     merge_postings(&mut log.balances, join_folds(tasks).await?)?;
     Ok(log.balances)
-}
-
-/// The stored balance rows of `tenant`.
-pub(super) async fn stored(
-    conn: &mut PgConnection,
-    tenant: &str,
-) -> Result<Vec<StoredBalance>, LedgerError> {
-    let rows = sqlx::query(
-        "SELECT account, unit, debits::text, credits::text, held::text \
-         FROM balances WHERE tenant_id = $1",
-    )
-    .bind(tenant)
-    .fetch_all(&mut *conn)
-    .await?;
-    StoredBalance::from_rows(&rows)
 }
 
 /// Deletes the balance rows of `tenant` named by (account, unit).

@@ -5,14 +5,13 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use futures_util::TryStreamExt;
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqlitePool};
 use tally_ledger::balance::{BalanceProjection, PostingSums, Side};
 use tally_ledger::fold::LogFold;
-use tally_ledger::store::{fold_hold_row, hold_rows_sql};
+use tally_ledger::store::hold_rows_sql;
 use tally_ledger::wide::WideDecimal;
 use tally_ledger::LedgerError;
 
-use crate::changes::StoredBalance;
 use crate::packed::for_each_packed;
 use crate::parts::{join_folds, merge_postings, rebuild_ranges};
 
@@ -113,35 +112,11 @@ pub(super) async fn fold(
     let sql = hold_rows_sql("?");
     let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
     while let Some(r) = rows.try_next().await? {
-        fold_hold_row(
-            &mut log,
-            r.try_get(0)?,
-            r.try_get(1)?,
-            r.try_get(2)?,
-            r.try_get(3)?,
-            r.try_get(4)?,
-            r.try_get(5)?,
-        )?;
+        super::fold_hold(&mut log, &r)?;
         folded += 1;
     }
     drop(rows);
     Ok((log.balances, folded))
-}
-
-/// The stored balance rows of `tenant`. Cast: a damaged row of another
-/// type still reads, and is rewritten.
-pub(super) async fn stored(
-    conn: &mut SqliteConnection,
-    tenant: &str,
-) -> Result<Vec<StoredBalance>, LedgerError> {
-    let rows = sqlx::query(
-        "SELECT account, unit, CAST(debits AS TEXT), CAST(credits AS TEXT), \
-         CAST(held AS TEXT) FROM balances WHERE tenant_id = ?",
-    )
-    .bind(tenant)
-    .fetch_all(&mut *conn)
-    .await?;
-    StoredBalance::from_rows(&rows)
 }
 
 /// Deletes the balance rows of `tenant` named by (account, unit).

@@ -1,7 +1,8 @@
 //! The usage summaries: the pure fold ([`fold`]), the projector that keeps
 //! the `usage_summaries` table ([`projector`]), reads, the rebuild and the
-//! fresh fold `tally verify` compares with. Each engine's SQL is in its
-//! own file; what does not depend on the engine is here, once. The design
+//! fresh fold `tally verify` compares with. Each engine's own SQL is in
+//! its own file; the reads and the write both engines run alike are in
+//! `shared.rs`; what does not touch the database is here, once. The design
 //! is in `docs/usage-summaries.md`.
 //!
 //! A round reads the entries after the checkpoint outside any transaction
@@ -14,6 +15,7 @@
 pub mod fold;
 mod postgres;
 pub mod projector;
+mod shared;
 mod sqlite;
 #[cfg(test)]
 mod tests;
@@ -154,18 +156,32 @@ async fn fold_usage_part(
     upto: i64,
     rows: UsageRows,
 ) -> Result<(UsageFold, Vec<(i64, String)>), LedgerError> {
-    let mut part = UsageScan::default();
-    let mut reversals = Vec::new();
-    let range = (after, upto);
+    let mut part = UsagePart {
+        tenant,
+        after,
+        upto,
+        rows,
+        scan: UsageScan::default(),
+        reversals: Vec::new(),
+    };
     match storage.engine() {
-        EngineRef::Sqlite(s) => {
-            sqlite::fold_part(s.pool(), tenant, range, rows, &mut part, &mut reversals).await?
-        }
-        EngineRef::Postgres(s) => {
-            postgres::fold_part(s.pool(), tenant, range, rows, &mut part, &mut reversals).await?
-        }
+        EngineRef::Sqlite(s) => sqlite::fold_part(s.pool(), &mut part).await?,
+        EngineRef::Postgres(s) => postgres::fold_part(s.pool(), &mut part).await?,
     }
-    Ok((part.into_fold()?, reversals))
+    Ok((part.scan.into_fold()?, part.reversals))
+}
+
+/// One part of a usage fold: what the engine reads (the entries of
+/// `tenant` with seq in `(after, upto]`, `rows` of them) and what it
+/// gathers (the usage debits folded into `scan`, the reversals set aside
+/// as (seq, the entry they name)).
+struct UsagePart<'a> {
+    tenant: &'a str,
+    after: i64,
+    upto: i64,
+    rows: UsageRows,
+    scan: UsageScan,
+    reversals: Vec<(i64, String)>,
 }
 
 /// Folds the reversals [`fold_usage_part`] set aside, reading each entry a

@@ -10,51 +10,32 @@ use tally_ledger::intent::EntryKind;
 use tally_ledger::store::{parse_decimal, LOG_PAGE};
 use tally_ledger::LedgerError;
 
-use super::fold::{
-    reversal_target_of, UsageFold, UsageKey, UsageScan, UsageTotals, USAGE_PROJECTOR,
-};
-use super::{
-    day_text, decode_usage_row, parse_wide, UsageQuery, UsageRead, UsageRows, Written,
-    USAGE_SOURCES,
-};
-use crate::changes::{usage_changes, StoredUsage};
+use super::fold::{reversal_target_of, UsageFold, UsageKey, UsageScan, UsageTotals};
+use super::shared::{usage_reads, usage_write};
+use super::{day_text, parse_wide, UsagePart, UsageRows, USAGE_SOURCES};
 
-const LOCK_CHECKPOINT: &str = "INSERT INTO projector_checkpoints (tenant_id, projector, seq) \
-     VALUES ($1, $2, 0) ON CONFLICT (tenant_id, projector) DO NOTHING";
-
-const CHECKPOINT: &str =
-    "SELECT seq FROM projector_checkpoints WHERE tenant_id = $1 AND projector = $2";
-
-/// The seq up to which the usage summaries of `tenant` are complete.
-pub(super) async fn checkpoint(pool: &PgPool, tenant: &str) -> Result<i64, LedgerError> {
-    let seq: Option<i64> = sqlx::query_scalar(CHECKPOINT)
-        .bind(tenant)
-        .bind(USAGE_PROJECTOR)
-        .fetch_optional(pool)
-        .await?;
-    Ok(seq.unwrap_or(0))
+usage_reads! {
+    db = sqlx::Postgres,
+    pool = PgPool,
+    connection = sqlx::PgConnection,
+    summary_columns = "account, meter, day, unit, quantity::text AS quantity, \
+        amount::text AS amount, entries",
+    snapshot = snapshot,
 }
 
-/// See `super::usage_columns_from`.
-pub(super) async fn usage_columns_from(pool: &PgPool, tenant: &str) -> Result<i64, LedgerError> {
-    let from: Option<i64> =
-        sqlx::query_scalar("SELECT usage_columns_from FROM ledger_heads WHERE tenant_id = $1")
-            .bind(tenant)
-            .fetch_optional(pool)
-            .await?;
-    Ok(from.unwrap_or(0))
+/// A read-only transaction on one snapshot.
+async fn snapshot(
+    pool: &PgPool,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await
 }
 
 /// Folds the usage rows with seq in `(after, upto]` into `part`, setting
 /// reversals aside (see `super::fold_usage_part`).
-pub(super) async fn fold_part(
-    pool: &PgPool,
-    tenant: &str,
-    (after, upto): (i64, i64),
-    rows: UsageRows,
-    part: &mut UsageScan,
-    reversals: &mut Vec<(i64, String)>,
-) -> Result<(), LedgerError> {
+pub(super) async fn fold_part(pool: &PgPool, into: &mut UsagePart<'_>) -> Result<(), LedgerError> {
+    let (tenant, after, upto, rows) = (into.tenant, into.after, into.upto, into.rows);
+    let (part, reversals) = (&mut into.scan, &mut into.reversals);
     let sources = USAGE_SOURCES.replace("amount,", "amount::text,");
     let range = "tenant_id = $1 AND seq > $2 AND seq <= $3";
     let sql = match rows {
@@ -150,151 +131,50 @@ pub(super) async fn sum_usage_columns(
     Ok(fold)
 }
 
-/// The stored usage rows of one account, the checkpoint and the head,
-/// read from one snapshot.
-pub(super) async fn usage_rows(
-    pool: &PgPool,
-    tenant: &str,
-    q: &UsageQuery,
-) -> Result<UsageRead, LedgerError> {
-    let from = q.from.map(day_text);
-    let to = q.to.map(day_text);
-    let mut tx = pool
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .await?;
-    let mut b = sqlx::QueryBuilder::<sqlx::Postgres>::new(
-        "SELECT account, meter, day, unit, quantity::text AS quantity, \
-         amount::text AS amount, entries FROM usage_summaries WHERE tenant_id = ",
-    );
-    b.push_bind(tenant)
-        .push(" AND account = ")
-        .push_bind(&q.account);
-    if let Some(m) = &q.meter {
-        b.push(" AND meter = ").push_bind(m);
-    }
-    if let Some(f) = &from {
-        b.push(" AND day >= ").push_bind(f);
-    }
-    if let Some(t) = &to {
-        b.push(" AND day < ").push_bind(t);
-    }
-    b.push(" ORDER BY meter, day, unit");
-    let rows = b.build().fetch_all(&mut *tx).await?;
-    let checkpoint: Option<i64> = sqlx::query_scalar(CHECKPOINT)
-        .bind(tenant)
-        .bind(USAGE_PROJECTOR)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let head: Option<i64> = sqlx::query_scalar("SELECT seq FROM ledger_heads WHERE tenant_id = $1")
-        .bind(tenant)
-        .fetch_optional(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(UsageRead {
-        rows: rows
-            .iter()
-            .map(decode_usage_row)
-            .collect::<Result<_, _>>()?,
-        checkpoint: checkpoint.unwrap_or(0),
-        head_seq: head.unwrap_or(0),
-    })
+usage_write! {
+    store = PgPool,
+    begin = PgPool::begin,
+    lock = "SELECT seq FROM projector_checkpoints \
+        WHERE tenant_id = $1 AND projector = $2 FOR UPDATE",
+    stored = "SELECT account, meter, day, unit, quantity::text, amount::text, \
+        entries FROM usage_summaries WHERE tenant_id = $1",
+    remove = remove_rows,
+    add = add_deltas,
 }
 
-/// Every stored usage row of `tenant` and the checkpoint, from one snapshot.
-pub(super) async fn stored_usage(
-    pool: &PgPool,
+/// Deletes the summary rows of `tenant` with these keys, in one statement.
+async fn remove_rows(
+    conn: &mut sqlx::PgConnection,
     tenant: &str,
-) -> Result<(Vec<(UsageKey, UsageTotals)>, Option<i64>), LedgerError> {
-    let mut tx = pool
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .await?;
-    let checkpoint: Option<i64> = sqlx::query_scalar(CHECKPOINT)
-        .bind(tenant)
-        .bind(USAGE_PROJECTOR)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let rows = sqlx::query(
-        "SELECT account, meter, day, unit, quantity::text AS quantity, \
-         amount::text AS amount, entries FROM usage_summaries WHERE tenant_id = $1",
+    remove: &[[String; 4]],
+) -> Result<(), LedgerError> {
+    if remove.is_empty() {
+        return Ok(());
+    }
+    let column = |i: usize| remove.iter().map(|k| k[i].as_str()).collect::<Vec<&str>>();
+    sqlx::query(
+        "DELETE FROM usage_summaries u USING UNNEST($2::text[], \
+           $3::text[], $4::text[], $5::text[]) AS k(account, meter, day, unit) \
+         WHERE u.tenant_id = $1 AND u.account = k.account \
+           AND u.meter = k.meter AND u.day = k.day AND u.unit = k.unit",
     )
     .bind(tenant)
-    .fetch_all(&mut *tx)
+    .bind(column(0))
+    .bind(column(1))
+    .bind(column(2))
+    .bind(column(3))
+    .execute(&mut *conn)
     .await?;
-    tx.commit().await?;
-    let rows = rows
-        .iter()
-        .map(decode_usage_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((rows, checkpoint))
+    Ok(())
 }
 
-/// See `super::write_usage`.
-pub(super) async fn write_usage(
-    pool: &PgPool,
+/// NUMERIC adds exactly: the database adds each delta to its row.
+async fn add_deltas(
+    conn: &mut sqlx::PgConnection,
     tenant: &str,
-    expected: Option<i64>,
-    to: i64,
-    mut fold: &UsageFold,
-) -> Result<Written, LedgerError> {
-    // A rebuild (`expected` None) writes only the rows that differ from
-    // what is stored (changes.rs): these.
-    let replaced: UsageFold;
-    let mut tx = pool.begin().await?;
-    sqlx::query(LOCK_CHECKPOINT)
-        .bind(tenant)
-        .bind(USAGE_PROJECTOR)
-        .execute(&mut *tx)
-        .await?;
-    let current: i64 = sqlx::query_scalar(
-        "SELECT seq FROM projector_checkpoints \
-         WHERE tenant_id = $1 AND projector = $2 FOR UPDATE",
-    )
-    .bind(tenant)
-    .bind(USAGE_PROJECTOR)
-    .fetch_one(&mut *tx)
-    .await?;
-    match expected {
-        Some(seq) if seq != current => {
-            tx.rollback().await?;
-            return Ok(Written::Stale(current));
-        }
-        Some(_) => {}
-        None => {
-            let stored = sqlx::query(
-                "SELECT account, meter, day, unit, quantity::text, amount::text, \
-                 entries FROM usage_summaries WHERE tenant_id = $1",
-            )
-            .bind(tenant)
-            .fetch_all(&mut *tx)
-            .await?;
-            let changes = usage_changes(StoredUsage::from_rows(&stored)?, fold);
-            if !changes.remove.is_empty() {
-                let column = |i: usize| {
-                    changes
-                        .remove
-                        .iter()
-                        .map(|k| k[i].as_str())
-                        .collect::<Vec<&str>>()
-                };
-                sqlx::query(
-                    "DELETE FROM usage_summaries u USING UNNEST($2::text[], \
-                       $3::text[], $4::text[], $5::text[]) AS k(account, meter, day, unit) \
-                     WHERE u.tenant_id = $1 AND u.account = k.account \
-                       AND u.meter = k.meter AND u.day = k.day AND u.unit = k.unit",
-                )
-                .bind(tenant)
-                .bind(column(0))
-                .bind(column(1))
-                .bind(column(2))
-                .bind(column(3))
-                .execute(&mut *tx)
-                .await?;
-            }
-            replaced = changes.write;
-            fold = &replaced;
-        }
-    }
-    // NUMERIC adds exactly: the database adds each delta to its row.
+    fold: &UsageFold,
+    _read_ahead: (),
+) -> Result<(), LedgerError> {
     let rows: Vec<(&UsageKey, &UsageTotals)> = fold.iter().collect();
     for chunk in rows.chunks(LOG_PAGE as usize) {
         let col = |f: fn(&UsageKey, &UsageTotals) -> String| {
@@ -322,18 +202,8 @@ pub(super) async fn write_usage(
         .bind(col(|_, t| t.quantity.to_string()))
         .bind(col(|_, t| t.amount.to_string()))
         .bind(entries)
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await?;
     }
-    sqlx::query(
-        "UPDATE projector_checkpoints SET seq = $1 \
-         WHERE tenant_id = $2 AND projector = $3",
-    )
-    .bind(to)
-    .bind(tenant)
-    .bind(USAGE_PROJECTOR)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(Written::Done)
+    Ok(())
 }

@@ -13,8 +13,24 @@ use tally_ledger::store::{parse_decimal, SqliteStore};
 use tally_ledger::LedgerError;
 
 use super::fold::{UsageFold, UsageKey, UsageScan, UsageTotals, USAGE_PROJECTOR};
-use super::{day_text, decode_usage_row, parse_wide, UsageQuery, UsageRead, UsageRows, Written};
-use crate::changes::{usage_changes, StoredUsage};
+use super::shared::{usage_reads, usage_write, CHECKPOINT};
+use super::{day_text, decode_usage_row, parse_wide, UsagePart, UsageRows, Written};
+
+usage_reads! {
+    db = sqlx::Sqlite,
+    pool = SqlitePool,
+    connection = sqlx::SqliteConnection,
+    summary_columns = "account, meter, day, unit, quantity, amount, entries",
+    snapshot = snapshot,
+}
+
+/// A read transaction: WAL gives it one snapshot from its first read.
+async fn snapshot(
+    pool: &SqlitePool,
+) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+    pool.begin().await
+}
+
 use crate::packed::for_each_packed;
 
 /// The most entries one projector round folds on SQLite, where the round's
@@ -25,12 +41,6 @@ pub(super) const USAGE_PAGE: i64 = 256;
 
 /// SQLite allows 32,766 bound parameters per statement; 8 per row.
 const USAGE_ROWS_PER_INSERT: usize = 500;
-
-const LOCK_CHECKPOINT: &str = "INSERT INTO projector_checkpoints (tenant_id, projector, seq) \
-     VALUES (?, ?, 0) ON CONFLICT (tenant_id, projector) DO NOTHING";
-
-const CHECKPOINT: &str =
-    "SELECT seq FROM projector_checkpoints WHERE tenant_id = ? AND projector = ?";
 
 /// Seq window SQLite packs into one JSON array for the usage fold.
 const SQLITE_USAGE_WINDOW: i64 = 16384;
@@ -49,7 +59,7 @@ macro_rules! packed_usage_row {
 macro_rules! sqlite_usage_window {
     () => {
         " FROM entries WHERE status = 'posted' AND kind IN ('usage_debit', 'reversal') \
-         AND tenant_id = ? AND seq > ? AND seq <= ?"
+         AND tenant_id = $1 AND seq > $2 AND seq <= $3"
     };
 }
 
@@ -193,39 +203,14 @@ impl PackedUsageRow<'_> {
     }
 }
 
-/// The seq up to which the usage summaries of `tenant` are complete.
-pub(super) async fn checkpoint(pool: &SqlitePool, tenant: &str) -> Result<i64, LedgerError> {
-    let seq: Option<i64> = sqlx::query_scalar(CHECKPOINT)
-        .bind(tenant)
-        .bind(USAGE_PROJECTOR)
-        .fetch_optional(pool)
-        .await?;
-    Ok(seq.unwrap_or(0))
-}
-
-/// See `super::usage_columns_from`.
-pub(super) async fn usage_columns_from(
-    pool: &SqlitePool,
-    tenant: &str,
-) -> Result<i64, LedgerError> {
-    let from: Option<i64> =
-        sqlx::query_scalar("SELECT usage_columns_from FROM ledger_heads WHERE tenant_id = ?")
-            .bind(tenant)
-            .fetch_optional(pool)
-            .await?;
-    Ok(from.unwrap_or(0))
-}
-
 /// Folds the usage rows with seq in `(after, upto]` into `part`, setting
 /// reversals aside (see `super::fold_usage_part`).
 pub(super) async fn fold_part(
     pool: &SqlitePool,
-    tenant: &str,
-    (after, upto): (i64, i64),
-    rows: UsageRows,
-    part: &mut UsageScan,
-    reversals: &mut Vec<(i64, String)>,
+    into: &mut UsagePart<'_>,
 ) -> Result<(), LedgerError> {
+    let (tenant, after, upto, rows) = (into.tenant, into.after, into.upto, into.rows);
+    let (part, reversals) = (&mut into.scan, &mut into.reversals);
     // sqlx hands each SQLite row from its worker thread to the task with a
     // wake-up (about 6 µs a row, measured): SQLite packs the rows of a seq
     // window into one JSON array instead, with the parameters the fold
@@ -261,99 +246,34 @@ pub(super) async fn fold_part(
     Ok(())
 }
 
-/// The stored usage rows of one account, the checkpoint and the head,
-/// read from one snapshot (a WAL read transaction sees one snapshot from
-/// its first read).
-pub(super) async fn usage_rows(
-    pool: &SqlitePool,
-    tenant: &str,
-    q: &UsageQuery,
-) -> Result<UsageRead, LedgerError> {
-    let from = q.from.map(day_text);
-    let to = q.to.map(day_text);
-    let mut tx = pool.begin().await?;
-    let mut b = QueryBuilder::<sqlx::Sqlite>::new(
-        "SELECT account, meter, day, unit, quantity, amount, entries \
-         FROM usage_summaries WHERE tenant_id = ",
-    );
-    b.push_bind(tenant)
-        .push(" AND account = ")
-        .push_bind(&q.account);
-    if let Some(m) = &q.meter {
-        b.push(" AND meter = ").push_bind(m);
-    }
-    if let Some(f) = &from {
-        b.push(" AND day >= ").push_bind(f);
-    }
-    if let Some(t) = &to {
-        b.push(" AND day < ").push_bind(t);
-    }
-    b.push(" ORDER BY meter, day, unit");
-    let rows = b.build().fetch_all(&mut *tx).await?;
-    let checkpoint: Option<i64> = sqlx::query_scalar(CHECKPOINT)
-        .bind(tenant)
-        .bind(USAGE_PROJECTOR)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let head: Option<i64> = sqlx::query_scalar("SELECT seq FROM ledger_heads WHERE tenant_id = ?")
-        .bind(tenant)
-        .fetch_optional(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(UsageRead {
-        rows: rows
-            .iter()
-            .map(decode_usage_row)
-            .collect::<Result<_, _>>()?,
-        checkpoint: checkpoint.unwrap_or(0),
-        head_seq: head.unwrap_or(0),
-    })
+usage_write! {
+    store = SqliteStore,
+    begin = SqliteStore::begin_write,
+    read_ahead = read_current_rows,
+    lock = CHECKPOINT,
+    stored = "SELECT account, meter, day, unit, CAST(quantity AS TEXT), \
+        CAST(amount AS TEXT), CAST(entries AS INTEGER) \
+        FROM usage_summaries WHERE tenant_id = $1",
+    remove = remove_rows,
+    add = add_sums,
 }
 
-/// Every stored usage row of `tenant` and the checkpoint, from one snapshot.
-pub(super) async fn stored_usage(
-    pool: &SqlitePool,
-    tenant: &str,
-) -> Result<(Vec<(UsageKey, UsageTotals)>, Option<i64>), LedgerError> {
-    let mut tx = pool.begin().await?;
-    let checkpoint: Option<i64> = sqlx::query_scalar(CHECKPOINT)
-        .bind(tenant)
-        .bind(USAGE_PROJECTOR)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let rows = sqlx::query(
-        "SELECT account, meter, day, unit, quantity, amount, entries \
-         FROM usage_summaries WHERE tenant_id = ?",
-    )
-    .bind(tenant)
-    .fetch_all(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    let rows = rows
-        .iter()
-        .map(decode_usage_row)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((rows, checkpoint))
-}
-
-/// See `super::write_usage`.
-pub(super) async fn write_usage(
+/// The stored rows the fold adds to, read before the write begins (this
+/// process's turn, then the database's write lock).
+///
+/// SQLite cannot add decimal text exactly: the touched rows are read,
+/// added to in Rust and written back. The reads happen before the write
+/// lock, in one snapshot with the checkpoint, so the lock is held only
+/// for the writes: the ledger's own writer waits for the projector no
+/// longer than that. The rows read are still current if the checkpoint
+/// has not moved by the time the lock is taken, since every change of
+/// the rows moves the checkpoint in the same transaction.
+async fn read_current_rows(
     store: &SqliteStore,
     tenant: &str,
     expected: Option<i64>,
-    to: i64,
-    mut fold: &UsageFold,
-) -> Result<Written, LedgerError> {
-    // A rebuild (`expected` None) writes only the rows that differ from
-    // what is stored (changes.rs): these.
-    let replaced: UsageFold;
-    // SQLite cannot add decimal text exactly: the touched rows are read,
-    // added to in Rust and written back. The reads happen before the write
-    // lock, in one snapshot with the checkpoint, so the lock is held only
-    // for the writes: the ledger's own writer waits for the projector no
-    // longer than that. The rows read are still current if the checkpoint
-    // has not moved by the time the lock is taken, since every change of
-    // the rows moves the checkpoint in the same transaction.
+    fold: &UsageFold,
+) -> Result<Result<HashMap<UsageKey, UsageTotals>, Written>, LedgerError> {
     let mut current_rows: HashMap<UsageKey, UsageTotals> = HashMap::new();
     if let Some(expected_seq) = expected {
         let mut read = store.pool().begin().await?;
@@ -365,7 +285,7 @@ pub(super) async fn write_usage(
         let seen = seen.unwrap_or(0);
         if seen != expected_seq {
             read.rollback().await?;
-            return Ok(Written::Stale(seen));
+            return Ok(Err(Written::Stale(seen)));
         }
         let keys: Vec<&UsageKey> = fold.iter().map(|(k, _)| k).collect();
         for chunk in keys.chunks(USAGE_ROWS_PER_INSERT / 4) {
@@ -395,52 +315,40 @@ pub(super) async fn write_usage(
         }
         read.commit().await?;
     }
-    // This process's turn, then the database's write lock.
-    let mut tx = store.begin_write().await?;
-    sqlx::query(LOCK_CHECKPOINT)
-        .bind(tenant)
-        .bind(USAGE_PROJECTOR)
-        .execute(&mut *tx)
-        .await?;
-    let current: i64 = sqlx::query_scalar(CHECKPOINT)
-        .bind(tenant)
-        .bind(USAGE_PROJECTOR)
-        .fetch_one(&mut *tx)
-        .await?;
-    match expected {
-        Some(seq) if seq != current => {
-            tx.rollback().await?;
-            return Ok(Written::Stale(current));
-        }
-        Some(_) => {}
-        None => {
-            let stored = sqlx::query(
-                "SELECT account, meter, day, unit, CAST(quantity AS TEXT), \
-                 CAST(amount AS TEXT), CAST(entries AS INTEGER) \
-                 FROM usage_summaries WHERE tenant_id = ?",
-            )
-            .bind(tenant)
-            .fetch_all(&mut *tx)
-            .await?;
-            let changes = usage_changes(StoredUsage::from_rows(&stored)?, fold);
-            for chunk in changes.remove.chunks(USAGE_ROWS_PER_INSERT / 4) {
-                let mut b = QueryBuilder::<sqlx::Sqlite>::new(
-                    "DELETE FROM usage_summaries WHERE tenant_id = ",
-                );
-                b.push_bind(tenant)
-                    .push(" AND (account, meter, day, unit) IN ");
-                b.push_tuples(chunk, |mut t, [account, meter, day, unit]| {
-                    t.push_bind(account)
-                        .push_bind(meter)
-                        .push_bind(day)
-                        .push_bind(unit);
-                });
-                b.build().execute(&mut *tx).await?;
-            }
-            replaced = changes.write;
-            fold = &replaced;
-        }
+    Ok(Ok(current_rows))
+}
+
+/// Deletes the summary rows of `tenant` with these keys, in chunks below
+/// SQLite's bound-parameter limit.
+async fn remove_rows(
+    conn: &mut sqlx::SqliteConnection,
+    tenant: &str,
+    remove: &[[String; 4]],
+) -> Result<(), LedgerError> {
+    for chunk in remove.chunks(USAGE_ROWS_PER_INSERT / 4) {
+        let mut b =
+            QueryBuilder::<sqlx::Sqlite>::new("DELETE FROM usage_summaries WHERE tenant_id = ");
+        b.push_bind(tenant)
+            .push(" AND (account, meter, day, unit) IN ");
+        b.push_tuples(chunk, |mut t, [account, meter, day, unit]| {
+            t.push_bind(account)
+                .push_bind(meter)
+                .push_bind(day)
+                .push_bind(unit);
+        });
+        b.build().execute(&mut *conn).await?;
     }
+    Ok(())
+}
+
+/// SQLite cannot add decimal text exactly: each delta is added here to the
+/// row read ahead (`current_rows`) and the sum written back.
+async fn add_sums(
+    conn: &mut sqlx::SqliteConnection,
+    tenant: &str,
+    fold: &UsageFold,
+    current_rows: HashMap<UsageKey, UsageTotals>,
+) -> Result<(), LedgerError> {
     let mut sums: Vec<(&UsageKey, UsageTotals)> = Vec::with_capacity(fold.len());
     for (key, delta) in fold.iter() {
         let sum = match current_rows.get(key) {
@@ -469,14 +377,7 @@ pub(super) async fn write_usage(
              quantity = excluded.quantity, amount = excluded.amount, \
              entries = excluded.entries",
         );
-        b.build().execute(&mut *tx).await?;
+        b.build().execute(&mut *conn).await?;
     }
-    sqlx::query("UPDATE projector_checkpoints SET seq = ? WHERE tenant_id = ? AND projector = ?")
-        .bind(to)
-        .bind(tenant)
-        .bind(USAGE_PROJECTOR)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(Written::Done)
+    Ok(())
 }

@@ -1,0 +1,203 @@
+//! SQLite: the embedded default. One file, WAL, `synchronous=FULL` so a 2xx
+//! survives power loss, `BEGIN IMMEDIATE` so a group takes the write lock
+//! before it reads (no upgrade deadlock between processes).
+
+mod group;
+mod packed;
+mod wal;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSynchronous};
+use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
+
+use super::decode_entry;
+use super::shared::engine_reads;
+use crate::entry::{format_recorded_at, StoredEntry};
+use crate::LedgerError;
+use group::keyed_entries;
+pub(crate) use group::SqliteGroup;
+pub use group::SqliteWrite;
+use packed::PackedEntry;
+use wal::{checkpoint_wal, WAL_RESTART_ABOVE_BYTES};
+
+pub(super) const ENTRY_COLUMNS: &str =
+    "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
+    rejection_message, account, debit_account, credit_account, amount, unit, params, \
+    fingerprint, recorded_at, balance_after, prev_hash, hash";
+
+/// SQLite allows 32,766 bound parameters per statement; stay well below.
+pub(super) const ROWS_PER_INSERT: usize = 500;
+
+/// Page cache of the write connection, in KiB (SQLite's negative
+/// `cache_size`): the pages a flood of groups keeps touching (the tips of
+/// the seq-ordered indexes, the balances, the head) and some of the
+/// randomly-hit key index. Larger is not better: at each commit SQLite
+/// walks the cache's hash table (`pcache1TruncateUnsafe`, 5 % of the
+/// server's CPU at 64 MiB), which small groups pay in full. Measured
+/// (docs/performance-history.md), 100,000 entries, two runs each,
+/// single POSTs @64 / batches of 1,000 in rows/s: 2 MB (SQLite's default)
+/// 5,669 5,498 / 11,267 12,200; 16 MiB 5,103 5,019 / 14,119 14,996;
+/// 64 MiB 4,535 4,279 / 14,465 11,869; on 1,000,000 entries 16 MiB beat
+/// 2 MB on both (4,640 / 10,274 against 4,508 / 8,667). The other
+/// connections keep the default: another's commit drops their caches.
+const WRITER_CACHE_KIB: i64 = -16_384;
+
+/// How much of the database file each connection maps for reading.
+const MMAP_BYTES: &str = "2147418112";
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    pub(crate) pool: SqlitePool,
+    /// The one connection every write transaction of this process runs on
+    /// (behind `write_gate`), with a larger page cache. SQLite keeps a
+    /// connection's page cache across its own transactions but drops it
+    /// whenever another connection has written: with groups spread over the
+    /// whole pool, every group started on a cold cache and read its index
+    /// pages again from the WAL (pread) or the map, allocating and freeing
+    /// every page buffer (docs/performance-history.md).
+    pub(crate) write_pool: SqlitePool,
+    /// Taken before `BEGIN IMMEDIATE` by every write transaction of this
+    /// process (groups, the usage projector). SQLite has one write lock,
+    /// and a connection that finds it taken polls with sleeps of 1, 2, 5,
+    /// 10 … ms: a group arriving during the projector's 3 ms commit waited
+    /// 8 ms or more. Queued on this mutex, it starts the moment the lock is
+    /// free. Other processes on the same file still meet the busy timeout.
+    write_gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+pub(super) fn entry(row: &SqliteRow) -> Result<StoredEntry, LedgerError> {
+    let text: String = row.try_get("recorded_at")?;
+    let recorded_at = DateTime::parse_from_rfc3339(&text)
+        .map_err(|_| LedgerError::Corrupt(format!("recorded_at {text:?}")))?
+        .with_timezone(&Utc);
+    decode_entry(row, recorded_at)
+}
+
+/// A time as SQLite stores `recorded_at`: fixed-width UTC text, which
+/// compares in time order.
+fn recorded_at_text(t: DateTime<Utc>) -> String {
+    format_recorded_at(&t)
+}
+
+engine_reads! {
+    store = SqliteStore,
+    db = Sqlite,
+    entry = entry,
+    entry_columns = ENTRY_COLUMNS,
+    balance_columns = "account, unit, debits, credits, held",
+    time = recorded_at_text,
+    keyed_entries = keyed_entries,
+    rule_rows = super::rules::stored_sqlite,
+    created_at = created_at_text,
+    group = SqliteGroup,
+    log_page = (
+        format!("SELECT json_group_array(json_array({ENTRY_COLUMNS}) ORDER BY seq) FROM ("),
+        ")",
+        read_packed
+    ),
+    insert_api_key = (
+        "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, $4)",
+        this_clock
+    ),
+    balance_rows_sql = "SELECT b.unit, b.debits AS debits, b.credits AS credits, \
+           b.held AS held, h.seq AS head_seq \
+         FROM ledger_heads h LEFT JOIN balances b \
+           ON b.tenant_id = h.tenant_id AND b.account = $2 \
+         WHERE h.tenant_id = $1 ORDER BY b.unit",
+}
+
+/// An api key's `created_at`: this process's clock, as fixed-width UTC text.
+fn this_clock() -> Option<String> {
+    Some(format_recorded_at(&Utc::now()))
+}
+
+/// A page of the log, packed by SQLite as one JSON array: sqlx hands
+/// SQLite rows over one at a time from its worker thread, which cost more
+/// than everything else a page of the log needs.
+async fn read_packed(
+    pool: &SqlitePool,
+    mut page: QueryBuilder<'_, Sqlite>,
+) -> Result<Vec<StoredEntry>, LedgerError> {
+    let packed: String = page.build_query_scalar().fetch_one(pool).await?;
+    let rows: Vec<PackedEntry> = serde_json::from_str(&packed)
+        .map_err(|e| LedgerError::Corrupt(format!("packed entries: {e}")))?;
+    rows.into_iter().map(PackedEntry::into_entry).collect()
+}
+
+/// SQLite stores an api key's `created_at` as fixed-width UTC text.
+fn created_at_text(row: &SqliteRow) -> Result<String, sqlx::Error> {
+    row.try_get("created_at")
+}
+
+impl SqliteStore {
+    pub async fn connect(url: &str, pool_size: u32) -> Result<Self, LedgerError> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true)
+            // Checkpoints run in the background task below, not inside the
+            // commit that happens to cross the WAL threshold (that commit's
+            // callers saw the whole checkpoint as latency).
+            .pragma("wal_autocheckpoint", "0")
+            // Reads map the database file instead of copying each page from
+            // the OS cache with a system call: a rebuild's scan of 1,000,000
+            // entries (~700 MB of pages) spent a third of its time in
+            // pread. SQLite clamps this to its compiled maximum (2 GB here);
+            // pages past it are read as before. Writes still go through
+            // the WAL as before.
+            .pragma("mmap_size", MMAP_BYTES);
+        let pool = super::pool_options::<Sqlite>(pool_size)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options.clone())
+            .await?;
+        super::migration_checksums::accept_reworded_sqlite(&pool).await?;
+        sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
+        let write_pool = super::pool_options::<Sqlite>(1)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(
+                options
+                    .clone()
+                    .pragma("cache_size", WRITER_CACHE_KIB.to_string()),
+            )
+            .await?;
+        let write_gate = Arc::<tokio::sync::Mutex<()>>::default();
+        tokio::spawn(checkpoint_wal(
+            pool.clone(),
+            options,
+            write_gate.clone(),
+            WAL_RESTART_ABOVE_BYTES,
+        ));
+        Ok(Self {
+            pool,
+            write_pool,
+            write_gate,
+        })
+    }
+
+    /// A write transaction: this process's turn first, then SQLite's write
+    /// lock (`BEGIN IMMEDIATE`). The turn is held until the transaction ends.
+    pub async fn begin_write(&self) -> Result<SqliteWrite, LedgerError> {
+        let t0 = std::time::Instant::now();
+        let turn = self.write_gate.clone().lock_owned().await;
+        let t_turn = t0.elapsed();
+        let tx = self.write_pool.begin_with("BEGIN IMMEDIATE").await?;
+        tracing::debug!(
+            turn_ms = t_turn.as_secs_f64() * 1e3,
+            begin_ms = (t0.elapsed() - t_turn).as_secs_f64() * 1e3,
+            "sqlite write began"
+        );
+        Ok(SqliteWrite { tx, _turn: turn })
+    }
+
+    pub(super) async fn begin_group(&self) -> Result<SqliteGroup, LedgerError> {
+        Ok(SqliteGroup {
+            tx: self.begin_write().await?,
+        })
+    }
+}
