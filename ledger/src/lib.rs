@@ -34,6 +34,7 @@ pub mod keys;
 mod look_ups;
 pub mod names;
 pub mod recent;
+pub mod recorded_at;
 pub mod rule_fold;
 pub mod state;
 pub mod stats;

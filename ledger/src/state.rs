@@ -10,7 +10,7 @@ use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
 use crate::amount::{canonical, parse_exact};
-use crate::entry::format_recorded_at;
+use crate::recorded_at::format_recorded_at;
 
 /// How far below zero an account's `available` balance may go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -65,11 +65,7 @@ pub struct StoredEntry {
     pub hash: String,
 }
 
-/// The stable text form of `recorded_at`, used in responses and the chain.
-pub fn format_recorded_at(t: &DateTime<Utc>) -> String {
-    // `YYYY-MM-DDTHH:MM:SS.ffffffZ`, always six fractional digits.
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
+pub use crate::recorded_at::format_recorded_at;
 
 /// Why a ledger rule rejected the entry (SPEC §1.4): stored with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

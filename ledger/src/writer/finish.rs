@@ -10,7 +10,7 @@ use crate::look_ups::KeyTaken;
 use crate::store::Storage;
 use crate::LedgerError;
 
-use super::group_loop::{joined, DecidedGroup, InFlight};
+use super::in_flight::{joined, DecidedGroup, InFlight};
 use super::retry::{commit_with_retry, is_unique_violation, retry};
 use super::stats::WriterStats;
 

@@ -16,7 +16,7 @@ use crate::look_ups::KeyLookUps;
 use crate::store::Storage;
 use crate::LedgerError;
 
-use super::registry::{next_job, Queues};
+use super::queues::{next_job, Queues};
 use super::stats::WriterStats;
 use super::{Job, Stage};
 
