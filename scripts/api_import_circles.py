@@ -24,8 +24,10 @@ edges = {m: set() for m in mods}
 for m, p in files.items():
     src = open(p).read()
     # drop test modules: everything after `#[cfg(test)]\nmod tests`
-    src = re.split(r'#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod tests', src)[0]
+    src = re.split(r'#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod tests\s*\{', src)[0]
     code = '\n'.join(l.split('//')[0] for l in src.splitlines())
+    # `pub(in crate::x)` is a visibility, not an import
+    code = re.sub(r'pub\(in [^)]*\)', 'pub', code)
     # expand `use crate::{a, b::{c}}` roughly: take every ident path after crate::
     for mm in re.finditer(r'crate::((?:[a-z_][a-z0-9_]*::)*)(\{[^;]*?\}|[A-Za-z_][A-Za-z0-9_]*)', code):
         prefix = mm.group(1).rstrip(':')
@@ -37,7 +39,7 @@ for m, p in files.items():
         t = resolve(prefix + ('::' + tail if prefix else tail)) or (resolve(prefix) if prefix else None)
         if t: edges[m].add(t)
     # `super::x` inside a folder module
-    supers = [m2.group(1) for m2 in re.finditer(r'\bsuper::([a-z_][a-z0-9_]*)', code)]
+    supers = [m2.group(1) for m2 in re.finditer(r'\bsuper::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)', code)]
     for grp in re.finditer(r'\bsuper::\{([^}]*)\}', code):
         supers += re.findall(r'\b([a-z_][a-z0-9_]*)\b', grp.group(1))
     # a folder module's `pub use child::x` / `mod child` re-exports

@@ -7,10 +7,10 @@
 //! read under the tenant's head lock, turns a sweep that lost a race with a
 //! capture or release into a no-op.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 
 use crate::decide::Decision;
@@ -27,44 +27,48 @@ const SWEEP_TENANTS_AT_ONCE: usize = 16;
 
 /// Releases the holds that have expired; returns how many this call released.
 ///
-/// Tenants are independent: a tenant whose holds cannot be released (its
-/// stored state does not read, its writer fails) is logged and counted in
-/// [`crate::writer::WriterStats::expiry_failures`], and the other tenants
-/// are released all the same; that tenant is tried again next tick. The listing
-/// takes at most [`SWEEP_BATCH`] holds per tenant, so a tenant that keeps
-/// failing never fills the batch of the others.
+/// One query finds the tenants with an expired hold (tenant ids only); each
+/// such tenant's holds are then read and released by queries that name the
+/// tenant, so on a distributed engine they run on the tenant's node alone
+/// (docs/scaling.md). Tenants are independent: a tenant whose holds cannot
+/// be read or released (its stored state does not read, its writer fails)
+/// is logged and counted in [`crate::writer::WriterStats::expiry_failures`],
+/// and the other tenants are released all the same; that tenant is tried
+/// again next tick. At most [`SWEEP_BATCH`] holds of a tenant are released
+/// per sweep, so a tenant that keeps failing never delays the others.
 pub async fn sweep_expired_holds(writers: &Writers) -> Result<usize, LedgerError> {
-    let expired = writers
-        .storage()
-        .expired_holds(now_micros(), SWEEP_BATCH)
-        .await?;
-    let mut by_tenant: BTreeMap<String, Vec<Intent>> = BTreeMap::new();
-    for (tenant, hold_id) in expired {
-        by_tenant
-            .entry(tenant)
-            .or_default()
-            .push(Intent::expiry_release(&hold_id));
-    }
+    let now = now_micros();
+    let tenants = writers.storage().tenants_with_expired_holds(now).await?;
     // Tenants are released side by side (each by its own writer), so a
     // slow or stuck tenant does not hold the others up either.
-    let released = futures_util::stream::iter(by_tenant)
-        .map(|(tenant, intents)| release_tenant(writers, tenant, intents))
+    let released = futures_util::stream::iter(tenants)
+        .map(|tenant| release_tenant(writers, tenant, now))
         .buffer_unordered(SWEEP_TENANTS_AT_ONCE)
         .fold(0, |total, n| async move { total + n })
         .await;
     Ok(released)
 }
 
-/// Releases one tenant's expired holds; how many it released. A failure
-/// is logged with the tenant and counted, never returned.
-async fn release_tenant(writers: &Writers, tenant: String, intents: Vec<Intent>) -> usize {
-    let holds = intents.len();
-    match writers.decide_all(&tenant, intents).await {
-        Ok(decisions) => {
-            let released = decisions
+/// Releases one tenant's holds expired by `now`; how many it released. A
+/// failure is logged with the tenant and counted, never returned.
+async fn release_tenant(writers: &Writers, tenant: String, now: DateTime<Utc>) -> usize {
+    let released = async {
+        let holds = writers
+            .storage()
+            .expired_holds(&tenant, now, SWEEP_BATCH)
+            .await?;
+        let intents = holds.iter().map(|h| Intent::expiry_release(h)).collect();
+        let decisions = writers.decide_all(&tenant, intents).await?;
+        Ok::<_, LedgerError>(
+            decisions
                 .iter()
                 .filter(|d| matches!(d, Decision::Created(_)))
-                .count();
+                .count(),
+        )
+    }
+    .await;
+    match released {
+        Ok(released) => {
             writers
                 .stats()
                 .expired_holds_released
@@ -78,7 +82,6 @@ async fn release_tenant(writers: &Writers, tenant: String, intents: Vec<Intent>)
                 .fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 tenant = tenant.as_str(),
-                holds,
                 error = %e,
                 "could not release this tenant's expired holds; other tenants go on, this one is retried next tick"
             );
@@ -115,17 +118,19 @@ mod tests {
     use crate::store::Storage;
     use crate::test_databases::TestDb;
 
-    /// A tenant with more expired holds than a batch (say, one whose holds
-    /// cannot be released, so they stay) leaves room for every other tenant.
+    /// The sweep finds the tenants with an expired hold, then reads each
+    /// tenant's holds alone: the oldest first, at most a batch, nothing of
+    /// another tenant and nothing that has not expired.
     #[tokio::test]
-    async fn the_listing_takes_a_batch_per_tenant() {
+    async fn expired_holds_are_found_per_tenant() {
         for db in TestDb::every_engine(2).await {
             let mut rows = Vec::new();
             for (tenant, hold, at) in [
-                ("a", "h1", "2026-01-01T00:00:00.000000Z"),
                 ("a", "h2", "2026-01-01T00:00:01.000000Z"),
+                ("a", "h1", "2026-01-01T00:00:00.000000Z"),
                 ("a", "h3", "2026-01-01T00:00:02.000000Z"),
                 ("b", "h1", "2026-01-01T00:00:03.000000Z"),
+                ("c", "h1", "2999-01-01T00:00:00.000000Z"),
             ] {
                 rows.push(format!(
                     "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) \
@@ -139,18 +144,16 @@ mod tests {
                 }
                 .unwrap();
             }
-            let listed = db
-                .storage
-                .expired_holds(chrono::Utc::now(), 2)
-                .await
-                .unwrap();
-            let pair = |t: &str, h: &str| (t.to_owned(), h.to_owned());
-            assert_eq!(
-                listed,
-                vec![pair("a", "h1"), pair("a", "h2"), pair("b", "h1")],
-                "{}",
-                db.engine()
-            );
+            let now = chrono::Utc::now();
+            let engine = db.engine();
+            let tenants = db.storage.tenants_with_expired_holds(now).await.unwrap();
+            assert_eq!(tenants, vec!["a".to_owned(), "b".to_owned()], "{engine}");
+            let a = db.storage.expired_holds("a", now, 2).await.unwrap();
+            assert_eq!(a, vec!["h1".to_owned(), "h2".to_owned()], "{engine}");
+            let b = db.storage.expired_holds("b", now, 2).await.unwrap();
+            assert_eq!(b, vec!["h1".to_owned()], "{engine}");
+            let c = db.storage.expired_holds("c", now, 2).await.unwrap();
+            assert!(c.is_empty(), "{engine}");
             db.remove().await;
         }
     }

@@ -22,8 +22,8 @@ use tally_ledger::wide::WideDecimal;
 use tally_ledger::LedgerError;
 
 #[cfg(test)]
-use crate::usage::UsageTotals;
-use crate::usage::{UsageFold, UsageKey};
+use crate::usage::fold::UsageTotals;
+use crate::usage::fold::{UsageFold, UsageKey};
 
 /// A stored balance row, read as text.
 pub(crate) struct StoredBalance {

@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 use tally_ledger::stats::HistogramSnapshot;
+use tally_projections::usage::UsageLag;
 
 use crate::state::AppState;
 
@@ -89,17 +90,17 @@ static DESCS: LazyLock<Vec<Desc>> = LazyLock::new(|| {
         .collect()
 });
 
-/// A collector of one server's ledger-side series. `lags` is the usage
-/// projection lag per tenant as the scrape read it, `None` if the database
-/// did not answer in time (the two lag series are then absent).
+/// A collector of one server's ledger-side series. `lag` is the usage
+/// projection lag as the scrape read it, `None` if the database did not
+/// answer in time (the two lag series are then absent).
 pub struct LedgerCollector {
     app: AppState,
-    lags: Option<Vec<(String, i64)>>,
+    lag: Option<UsageLag>,
 }
 
 impl LedgerCollector {
-    pub fn new(app: AppState, lags: Option<Vec<(String, i64)>>) -> Self {
-        Self { app, lags }
+    pub fn new(app: AppState, lag: Option<UsageLag>) -> Self {
+        Self { app, lag }
     }
 
     /// Every sample, by family name.
@@ -189,12 +190,14 @@ impl LedgerCollector {
             ),
         ];
         out.extend(plain.into_iter().map(|(name, v)| (name, value(&[], v))));
-        if let Some(lags) = &self.lags {
-            let max = lags.iter().map(|(_, lag)| *lag).max().unwrap_or(0).max(0);
-            out.push(("tally_usage_projection_lag_entries", value(&[], max as f64)));
+        if let Some(lag) = self.lag {
+            out.push((
+                "tally_usage_projection_lag_entries",
+                value(&[], lag.max_entries.max(0) as f64),
+            ));
             out.push((
                 "tally_usage_projection_lagging_tenants",
-                value(&[], lags.len() as f64),
+                value(&[], lag.lagging_tenants as f64),
             ));
         }
         for (job, v) in [

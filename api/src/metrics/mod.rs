@@ -237,13 +237,13 @@ impl Metrics {
     /// Reads the database once (the projection lag), for at most
     /// [`LAG_READ_TIMEOUT`]; everything else is in memory.
     pub async fn render(&self, app: &AppState) -> String {
-        let lags = match tokio::time::timeout(
+        let lag = match tokio::time::timeout(
             LAG_READ_TIMEOUT,
             tally_projections::usage::usage_lags(app.writers.storage()),
         )
         .await
         {
-            Ok(Ok(lags)) => Some(lags),
+            Ok(Ok(lag)) => Some(lag),
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "metrics: reading the usage projection lag failed");
                 None
@@ -253,7 +253,7 @@ impl Metrics {
                 None
             }
         };
-        self.render_with(&LedgerCollector::new(app.clone(), lags))
+        self.render_with(&LedgerCollector::new(app.clone(), lag))
     }
 
     fn render_with(&self, ledger: &LedgerCollector) -> String {

@@ -1,45 +1,18 @@
 //! Hold requests: reserve, capture, release (and the server's own release
 //! of an expired hold).
 
-use chrono::{DateTime, Duration, Utc};
-use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
-use super::{read_counter, request_fields, timestamp, Action, Common, EntryKind, Intent};
+use super::model::{
+    read_counter, request_fields, timestamp, Action, Common, EntryKind, HoldExpiry, HoldRequest,
+    Intent,
+};
 use crate::amount::canonical;
 use crate::fields::{Fields, ValidationErrors};
 use crate::names::{self, REVENUE_ACCOUNT};
 
 /// Longest `ttl_seconds` a hold may ask for: 30 days.
 pub const MAX_HOLD_TTL_SECONDS: i64 = 30 * 24 * 3600;
-
-/// When a hold expires: an instant, or a time to live counted from the
-/// moment the hold is recorded (so a retry of the same hold keeps the
-/// fingerprint and, being a replay, the original expiry).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HoldExpiry {
-    At(DateTime<Utc>),
-    Ttl(i64),
-}
-
-impl HoldExpiry {
-    pub fn resolve(self, recorded_at: DateTime<Utc>) -> DateTime<Utc> {
-        match self {
-            HoldExpiry::At(t) => t,
-            HoldExpiry::Ttl(seconds) => recorded_at + Duration::seconds(seconds),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct HoldRequest {
-    pub account: String,
-    pub amount: Decimal,
-    pub unit: String,
-    /// Credited when the hold is captured.
-    pub counter_account: String,
-    pub expiry: HoldExpiry,
-}
 
 impl Intent {
     /// `POST /v1/holds`.

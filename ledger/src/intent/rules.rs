@@ -1,40 +1,15 @@
 //! Requests that refer to the ledger's own records or change its rules:
 //! account settings, refunds, reversals and adjustments.
 
-use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
-use super::{request_fields, Action, EntryKind, Intent};
+use super::model::{
+    request_fields, Action, AdjustmentRequest, Direction, EntryKind, Intent, SettingsChange,
+};
 use crate::amount::canonical;
 use crate::fields::{Fields, ValidationErrors};
 use crate::names;
 use crate::state::Overdraft;
-
-/// `PUT /v1/accounts/{account}`: the settings an account should have.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SettingsChange {
-    pub account: String,
-    pub unit: String,
-    pub overdraft: Overdraft,
-    pub metadata: Option<Map<String, Value>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Money to the account (from `@adjustments`).
-    Credit,
-    /// Money from the account (to `@adjustments`).
-    Debit,
-}
-
-#[derive(Debug, Clone)]
-pub struct AdjustmentRequest {
-    pub account: String,
-    pub amount: Decimal,
-    /// When absent, the account's own unit (it must have one).
-    pub unit: Option<String>,
-    pub direction: Direction,
-}
 
 fn text(params: &mut Map<String, Value>, key: &str, value: &str) {
     params.insert(key.into(), Value::String(value.to_owned()));

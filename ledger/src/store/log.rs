@@ -7,9 +7,11 @@
 use sqlx::{PgConnection, PgPool, SqliteConnection, SqlitePool};
 
 use super::postgres::PgGroup;
+use super::postgres::PostgresStore;
 use super::sqlite::SqliteGroup;
+use super::sqlite::SqliteStore;
+use super::storage::Storage;
 use super::transaction::GroupTransaction;
-use super::{PostgresStore, SqliteStore, Storage};
 use crate::balance::AccountBalance;
 use crate::chain::Head;
 use crate::on_engine;

@@ -65,7 +65,7 @@ pub(super) async fn stored_pg(
 
 /// Folds, in seq order, the entries that change rule state.
 /// `ORDER BY +seq` on SQLite: found through the kind index, then sorted
-/// (see [`super::hold_rows_sql`]).
+/// (see [`super::rows::hold_rows_sql`]).
 fn rule_entries_sql(columns: &str, placeholder: &str, order: &str) -> String {
     format!(
         "SELECT {columns} FROM entries WHERE tenant_id = {placeholder} \
@@ -82,11 +82,11 @@ pub(super) async fn rebuild_sqlite(
 ) -> Result<(RulesRebuilt, Vec<StateRow>), LedgerError> {
     let mut fold = RuleFold::new();
     let mut entries = 0u64;
-    let sql = rule_entries_sql(super::sqlite::ENTRY_COLUMNS, "?", "+seq");
+    let sql = rule_entries_sql(super::sqlite::columns::ENTRY_COLUMNS, "?", "+seq");
     {
         let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
         while let Some(r) = rows.try_next().await? {
-            fold.apply(&super::sqlite::entry(&r)?)?;
+            fold.apply(&super::sqlite::columns::entry(&r)?)?;
             entries += 1;
         }
     }
@@ -127,11 +127,11 @@ pub(super) async fn rebuild_pg(
 ) -> Result<RulesRebuilt, LedgerError> {
     let mut fold = RuleFold::new();
     let mut entries = 0u64;
-    let sql = rule_entries_sql(super::postgres::ENTRY_COLUMNS, "$1", "seq");
+    let sql = rule_entries_sql(super::postgres::columns::ENTRY_COLUMNS, "$1", "seq");
     {
         let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
         while let Some(r) = rows.try_next().await? {
-            fold.apply(&super::postgres::entry(&r)?)?;
+            fold.apply(&super::postgres::columns::entry(&r)?)?;
             entries += 1;
         }
     }

@@ -5,6 +5,8 @@
 
 use std::future::Future;
 
+use sqlx::{ColumnIndex, Decode, Row, Type};
+
 use crate::balance::AccountBalance;
 
 use crate::chain::Head;
@@ -13,10 +15,7 @@ use crate::intent::EntryKind;
 use crate::state::{StateKey, StateRow};
 use crate::LedgerError;
 
-use super::postgres::PgGroup;
-use super::sqlite::SqliteGroup;
-use super::Storage;
-use crate::on_engine;
+use super::rows::decode_head;
 
 /// The head a group was decided on, and a writer's memory is valid at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +138,7 @@ impl GroupWrite {
 /// Writes a group decided ahead from the writer's memory on `tx`: only if the head is still the one it was decided on — the group
 /// before it committed and nobody else appended or rebuilt since — else
 /// nothing is written and the writer decides the group again.
-async fn write_ahead<T: GroupTransaction>(
+pub(super) async fn write_ahead<T: GroupTransaction>(
     mut tx: T,
     tenant: &str,
     start: Fence,
@@ -158,93 +157,19 @@ async fn write_ahead<T: GroupTransaction>(
     }
 }
 
-/// A group transaction of either engine.
-pub(crate) struct EngineGroup(Engine);
-
-enum Engine {
-    Sqlite(SqliteGroup),
-    Postgres(PgGroup),
-}
-
-impl GroupTransaction for EngineGroup {
-    async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
-        on_engine!(&mut self.0, Engine, g => g.lock_head(tenant).await)
-    }
-
-    async fn entries_with_keys(
-        &mut self,
-        tenant: &str,
-        keys: &[(EntryKind, &str)],
-    ) -> Result<Vec<StoredEntry>, LedgerError> {
-        on_engine!(&mut self.0, Engine, g => g.entries_with_keys(tenant, keys).await)
-    }
-
-    async fn balances_of(
-        &mut self,
-        tenant: &str,
-        accounts: &[&str],
-    ) -> Result<Vec<(String, String, AccountBalance)>, LedgerError> {
-        on_engine!(&mut self.0, Engine, g => g.balances_of(tenant, accounts).await)
-    }
-
-    async fn entries_by_ids(
-        &mut self,
-        tenant: &str,
-        ids: &[&str],
-    ) -> Result<Vec<StoredEntry>, LedgerError> {
-        on_engine!(&mut self.0, Engine, g => g.entries_by_ids(tenant, ids).await)
-    }
-
-    async fn records_of(
-        &mut self,
-        tenant: &str,
-        keys: &[StateKey],
-    ) -> Result<Vec<(String, String, String)>, LedgerError> {
-        on_engine!(&mut self.0, Engine, g => g.records_of(tenant, keys).await)
-    }
-
-    async fn write_balances(
-        &mut self,
-        tenant: &str,
-        rows: &[(&str, &str, AccountBalance)],
-    ) -> Result<(), LedgerError> {
-        on_engine!(&mut self.0, Engine, g => GroupTransaction::write_balances(g, tenant, rows).await)
-    }
-
-    async fn write_group(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
-        on_engine!(&mut self.0, Engine, g => g.write_group(write).await)
-    }
-
-    async fn commit(self) -> Result<(), LedgerError> {
-        on_engine!(self.0, Engine, g => g.commit().await)
-    }
-}
-
-impl Storage {
-    /// Opens a group transaction; nothing is locked until
-    /// [`GroupTransaction::lock_head`].
-    pub(crate) async fn begin_group(&self) -> Result<EngineGroup, LedgerError> {
-        Ok(EngineGroup(match self {
-            Storage::Sqlite(s) => Engine::Sqlite(s.begin_group().await?),
-            Storage::Postgres(s) => Engine::Postgres(s.begin_group().await?),
-        }))
-    }
-
-    /// Writes a group decided ahead, on top of `start` only (see
-    /// [`write_ahead`]). PostgreSQL sends a group with rows as one
-    /// statement of its own.
-    pub(crate) async fn write_ahead(
-        &self,
-        tenant: &str,
-        start: Fence,
-        write: Option<&GroupWrite>,
-    ) -> Result<(), LedgerError> {
-        match self {
-            Storage::Sqlite(s) => write_ahead(s.begin_group().await?, tenant, start, write).await,
-            Storage::Postgres(s) => match write {
-                Some(write) => s.write_alone(write).await,
-                None => write_ahead(s.begin_group().await?, tenant, start, None).await,
-            },
-        }
-    }
+/// The head row as a writer's fence (`SELECT seq, hash, generation`).
+pub(crate) fn decode_fence<'r, R>(row: Option<&'r R>) -> Result<Fence, LedgerError>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(Fence {
+        head: decode_head(row)?,
+        generation: match row {
+            Some(r) => r.try_get("generation")?,
+            None => 0,
+        },
+    })
 }

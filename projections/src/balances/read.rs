@@ -40,11 +40,11 @@ impl BalanceView {
 }
 
 impl BalanceView {
-    /// A balance folded from the log ([`crate::statement::AccountFold`]).
+    /// A balance folded from the log ([`crate::statement::fold::AccountFold`]).
     pub fn of_fold(
         account: &str,
         unit: &str,
-        b: &crate::statement::WideBalance,
+        b: &crate::statement::fold::WideBalance,
         as_of_seq: i64,
     ) -> Self {
         Self {
@@ -107,6 +107,6 @@ pub async fn read_balance(
     // The account's own entries only: a capture that credits a system
     // account closes a hold that is not among them (statement::AccountFold).
     let balance =
-        crate::statement::fold_until_seq(storage, tenant, account, &row.unit, seq).await?;
+        crate::statement::walk::fold_until_seq(storage, tenant, account, &row.unit, seq).await?;
     Ok(BalanceView::of_fold(account, &row.unit, &balance, seq))
 }

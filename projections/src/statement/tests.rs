@@ -4,6 +4,7 @@
 use std::str::FromStr;
 
 use super::*;
+use rust_decimal::Decimal;
 use tally_ledger::entry::EntryStatus;
 use tally_ledger::fold::LogFold;
 use tally_ledger::intent::EntryKind;

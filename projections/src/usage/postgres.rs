@@ -11,8 +11,8 @@ use tally_ledger::store::{parse_decimal, LOG_PAGE};
 use tally_ledger::LedgerError;
 
 use super::fold::{reversal_target_of, UsageFold, UsageKey, UsageScan, UsageTotals};
+use super::rows::{day_text, parse_wide, UsagePart, UsageRows, USAGE_SOURCES};
 use super::shared::{usage_reads, usage_write};
-use super::{day_text, parse_wide, UsagePart, UsageRows, USAGE_SOURCES};
 
 usage_reads! {
     db = sqlx::Postgres,

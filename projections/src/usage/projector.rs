@@ -9,7 +9,8 @@ use std::time::Duration;
 use tally_ledger::store::{EngineRef, Storage};
 use tally_ledger::LedgerError;
 
-use super::{fold_usage_part, take_back_reversals, write_usage, UsageRows, Written, USAGE_PAGE};
+use super::engine::{fold_usage_part, take_back_reversals, usage_checkpoint, write_usage};
+use super::rows::{UsageRows, Written, USAGE_PAGE};
 
 /// One projector round: folds at most `max_entries` entries after the
 /// checkpoint and adds them to the summaries, checkpoint and rows in one
@@ -20,7 +21,7 @@ pub async fn project_usage(
     tenant: &str,
     max_entries: i64,
 ) -> Result<i64, LedgerError> {
-    let checkpoint = super::usage_checkpoint(storage, tenant).await?;
+    let checkpoint = usage_checkpoint(storage, tenant).await?;
     // Entries up to the head are committed (the head moves in the same
     // transaction), so the round may stop at the head without reading the
     // entries that carry no usage.
@@ -50,7 +51,7 @@ pub async fn project_usage(
 /// checkpoint reached.
 pub async fn project_usage_to_head(storage: &Storage, tenant: &str) -> Result<i64, LedgerError> {
     let head = storage.head(tenant).await?.seq;
-    let mut checkpoint = super::usage_checkpoint(storage, tenant).await?;
+    let mut checkpoint = usage_checkpoint(storage, tenant).await?;
     let page = match storage.engine() {
         EngineRef::Sqlite(_) => super::sqlite::USAGE_PAGE,
         EngineRef::Postgres(_) => USAGE_PAGE,
@@ -66,9 +67,11 @@ pub async fn project_usage_to_head(storage: &Storage, tenant: &str) -> Result<i6
     Ok(checkpoint)
 }
 
-/// Tenants whose usage checkpoint is behind their head, in one query. The
-/// checkpoint of each tenant is joined on its own `tenant_id` (both tables
-/// are distributed by it).
+/// Tenants whose usage checkpoint is behind their head: tenant ids only.
+/// With the lag below, the projector's only queries that span tenants
+/// (docs/scaling.md): they read the one-row-per-tenant head and
+/// checkpoint, joined on `tenant_id` (colocated on a distributed engine);
+/// each tenant's entries are then read by queries that name the tenant.
 pub async fn usage_lagging_tenants(storage: &Storage) -> Result<Vec<String>, LedgerError> {
     const SQL: &str = "SELECT h.tenant_id FROM ledger_heads h \
          LEFT JOIN projector_checkpoints c \
@@ -80,17 +83,27 @@ pub async fn usage_lagging_tenants(storage: &Storage) -> Result<Vec<String>, Led
     })
 }
 
-/// Tenants whose usage checkpoint is behind their head, with how many
-/// entries behind (`head seq − checkpoint`), in one query.
-pub async fn usage_lags(storage: &Storage) -> Result<Vec<(String, i64)>, LedgerError> {
-    const SQL: &str = "SELECT h.tenant_id, h.seq - COALESCE(c.seq, 0) AS lag \
+/// How far the usage projection is behind, over every tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub struct UsageLag {
+    /// Tenants whose checkpoint is behind their head.
+    pub lagging_tenants: i64,
+    /// The largest `head seq − checkpoint` of a tenant (0 if none lags).
+    pub max_entries: i64,
+}
+
+/// The usage projection's lag as one row: an aggregate over the heads and
+/// checkpoints, so a scrape reads two numbers however many tenants lag.
+pub async fn usage_lags(storage: &Storage) -> Result<UsageLag, LedgerError> {
+    const SQL: &str = "SELECT COUNT(*) AS lagging_tenants, \
+           COALESCE(MAX(h.seq - COALESCE(c.seq, 0)), 0) AS max_entries \
          FROM ledger_heads h \
          LEFT JOIN projector_checkpoints c \
            ON c.tenant_id = h.tenant_id AND c.projector = 'usage' \
-         WHERE h.seq > COALESCE(c.seq, 0) ORDER BY h.tenant_id";
+         WHERE h.seq > COALESCE(c.seq, 0)";
     Ok(match storage.engine() {
-        EngineRef::Sqlite(s) => sqlx::query_as(SQL).fetch_all(s.pool()).await?,
-        EngineRef::Postgres(s) => sqlx::query_as(SQL).fetch_all(s.pool()).await?,
+        EngineRef::Sqlite(s) => sqlx::query_as(SQL).fetch_one(s.pool()).await?,
+        EngineRef::Postgres(s) => sqlx::query_as(SQL).fetch_one(s.pool()).await?,
     })
 }
 

@@ -40,7 +40,7 @@ macro_rules! usage_reads {
         ) -> Result<i64, tally_ledger::LedgerError> {
             let seq: Option<i64> = sqlx::query_scalar($crate::usage::shared::CHECKPOINT)
                 .bind(tenant)
-                .bind($crate::usage::USAGE_PROJECTOR)
+                .bind($crate::usage::fold::USAGE_PROJECTOR)
                 .fetch_optional(pool)
                 .await?;
             Ok(seq.unwrap_or(0))
@@ -63,9 +63,9 @@ macro_rules! usage_reads {
         pub(super) async fn usage_rows(
             pool: &$pool,
             tenant: &str,
-            q: &$crate::usage::UsageQuery,
-        ) -> Result<$crate::usage::UsageRead, tally_ledger::LedgerError> {
-            use $crate::usage::day_text;
+            q: &$crate::usage::rows::UsageQuery,
+        ) -> Result<$crate::usage::rows::UsageRead, tally_ledger::LedgerError> {
+            use $crate::usage::rows::day_text;
             let from = q.from.map(day_text);
             let to = q.to.map(day_text);
             let mut tx = $snapshot(pool).await?;
@@ -90,7 +90,7 @@ macro_rules! usage_reads {
             let rows = b.build().fetch_all(&mut *tx).await?;
             let checkpoint: Option<i64> = sqlx::query_scalar($crate::usage::shared::CHECKPOINT)
                 .bind(tenant)
-                .bind($crate::usage::USAGE_PROJECTOR)
+                .bind($crate::usage::fold::USAGE_PROJECTOR)
                 .fetch_optional(&mut *tx)
                 .await?;
             let head: Option<i64> = sqlx::query_scalar($crate::usage::shared::HEAD_SEQ)
@@ -98,10 +98,10 @@ macro_rules! usage_reads {
                 .fetch_optional(&mut *tx)
                 .await?;
             tx.commit().await?;
-            Ok($crate::usage::UsageRead {
+            Ok($crate::usage::rows::UsageRead {
                 rows: rows
                     .iter()
-                    .map($crate::usage::decode_usage_row)
+                    .map($crate::usage::rows::decode_usage_row)
                     .collect::<Result<_, _>>()?,
                 checkpoint: checkpoint.unwrap_or(0),
                 head_seq: head.unwrap_or(0),
@@ -115,7 +115,10 @@ macro_rules! usage_reads {
             tenant: &str,
         ) -> Result<
             (
-                Vec<($crate::usage::UsageKey, $crate::usage::UsageTotals)>,
+                Vec<(
+                    $crate::usage::fold::UsageKey,
+                    $crate::usage::fold::UsageTotals,
+                )>,
                 Option<i64>,
             ),
             tally_ledger::LedgerError,
@@ -123,7 +126,7 @@ macro_rules! usage_reads {
             let mut tx = $snapshot(pool).await?;
             let checkpoint: Option<i64> = sqlx::query_scalar($crate::usage::shared::CHECKPOINT)
                 .bind(tenant)
-                .bind($crate::usage::USAGE_PROJECTOR)
+                .bind($crate::usage::fold::USAGE_PROJECTOR)
                 .fetch_optional(&mut *tx)
                 .await?;
             let rows = sqlx::query(concat!(
@@ -137,7 +140,7 @@ macro_rules! usage_reads {
             tx.commit().await?;
             let rows = rows
                 .iter()
-                .map($crate::usage::decode_usage_row)
+                .map($crate::usage::rows::decode_usage_row)
                 .collect::<Result<Vec<_>, _>>()?;
             Ok((rows, checkpoint))
         }
@@ -151,12 +154,12 @@ macro_rules! usage_reads {
         ) -> Result<i64, tally_ledger::LedgerError> {
             sqlx::query($crate::usage::shared::LOCK_CHECKPOINT)
                 .bind(tenant)
-                .bind($crate::usage::USAGE_PROJECTOR)
+                .bind($crate::usage::fold::USAGE_PROJECTOR)
                 .execute(&mut *conn)
                 .await?;
             Ok(sqlx::query_scalar(select)
                 .bind(tenant)
-                .bind($crate::usage::USAGE_PROJECTOR)
+                .bind($crate::usage::fold::USAGE_PROJECTOR)
                 .fetch_one(&mut *conn)
                 .await?)
         }
@@ -171,7 +174,7 @@ macro_rules! usage_reads {
             sqlx::query($crate::usage::shared::SET_CHECKPOINT)
                 .bind(to)
                 .bind(tenant)
-                .bind($crate::usage::USAGE_PROJECTOR)
+                .bind($crate::usage::fold::USAGE_PROJECTOR)
                 .execute(&mut *conn)
                 .await?;
             Ok(())
@@ -217,12 +220,12 @@ macro_rules! usage_write {
             tenant: &str,
             expected: Option<i64>,
             to: i64,
-            mut fold: &$crate::usage::UsageFold,
-        ) -> Result<$crate::usage::Written, tally_ledger::LedgerError> {
-            use $crate::usage::Written;
+            mut fold: &$crate::usage::fold::UsageFold,
+        ) -> Result<$crate::usage::rows::Written, tally_ledger::LedgerError> {
+            use $crate::usage::rows::Written;
             // A rebuild (`expected` None) writes only the rows that differ
             // from what is stored (changes.rs): these.
-            let replaced: $crate::usage::UsageFold;
+            let replaced: $crate::usage::fold::UsageFold;
             let read_ahead = $crate::usage::shared::usage_write!(
                 @read_ahead $($ahead)? ; store, tenant, expected, fold
             );

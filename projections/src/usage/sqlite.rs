@@ -13,8 +13,8 @@ use tally_ledger::store::{parse_decimal, SqliteStore};
 use tally_ledger::LedgerError;
 
 use super::fold::{UsageFold, UsageKey, UsageScan, UsageTotals, USAGE_PROJECTOR};
+use super::rows::{day_text, decode_usage_row, parse_wide, UsagePart, UsageRows, Written};
 use super::shared::{usage_reads, usage_write, CHECKPOINT};
-use super::{day_text, decode_usage_row, parse_wide, UsagePart, UsageRows, Written};
 
 usage_reads! {
     db = sqlx::Sqlite,

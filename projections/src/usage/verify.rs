@@ -27,7 +27,7 @@ pub async fn verify_usage(
             problem,
         }))
     };
-    let (stored, checkpoint) = match super::stored_usage(storage, tenant).await {
+    let (stored, checkpoint) = match super::engine::stored_usage(storage, tenant).await {
         Err(LedgerError::Corrupt(problem)) => {
             return broken(format!("stored usage summaries do not read: {problem}"))
         }
@@ -40,20 +40,20 @@ pub async fn verify_usage(
             head.seq
         ));
     }
-    let fold = match super::fold_usage(storage, tenant, checkpoint).await {
+    let fold = match super::engine::fold_usage(storage, tenant, checkpoint).await {
         Err(LedgerError::Corrupt(problem)) => return broken(problem),
         other => other?,
     };
-    let describe = |k: &super::UsageKey| {
+    let describe = |k: &super::fold::UsageKey| {
         format!(
             "usage of {} (meter {:?}, {}, {})",
             k.account,
             k.meter,
-            k.day.format(super::DAY_FORMAT),
+            k.day.format(tally_ledger::entry::DAY_FORMAT),
             k.unit
         )
     };
-    let show = |t: &super::UsageTotals| {
+    let show = |t: &super::fold::UsageTotals| {
         format!(
             "quantity {}, amount {}, {} entries",
             t.quantity, t.amount, t.entries

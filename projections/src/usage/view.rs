@@ -11,7 +11,7 @@ use tally_ledger::LedgerError;
 use super::fold::{UsageKey, UsageTotals};
 use tally_ledger::store::Storage;
 
-use super::UsageQuery;
+use super::rows::UsageQuery;
 
 /// How `GET /v1/accounts/{account}/usage` groups days.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -103,7 +103,7 @@ pub async fn read_usage(
     query: &UsageQuery,
     granularity: Granularity,
 ) -> Result<UsageView, LedgerError> {
-    let read = super::usage_rows(storage, tenant, query).await?;
+    let read = super::engine::usage_rows(storage, tenant, query).await?;
     Ok(UsageView {
         account: query.account.clone(),
         granularity,

@@ -3,16 +3,17 @@
 
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
+use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use super::group_write::group_write;
-use super::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use crate::amount::canonical;
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::intent::EntryKind;
 use crate::state::StateKey;
+use crate::store::rows::decode_balance;
+use crate::store::rules::RulesRebuilt;
 use crate::store::shared::engine_group;
 use crate::store::transaction::{head_moved, Fence, GroupWrite};
-use crate::store::{decode_balance, RulesRebuilt};
 use crate::LedgerError;
 
 /// Entries holding one of `keys`.

@@ -3,6 +3,7 @@
 //! and the UNIQUE constraint on (tenant_id, kind, upstream_id) stays the
 //! final arbiter. Amounts are NUMERIC, bound and read as exact text.
 
+pub(super) mod columns;
 mod group;
 mod group_write;
 #[cfg(test)]
@@ -15,32 +16,19 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
-use super::decode_entry;
 use super::shared::engine_reads;
 use super::transaction::{head_moved, GroupWrite};
 use crate::entry::StoredEntry;
 use crate::LedgerError;
+use columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use group::keyed_entries;
 pub(crate) use group::PgGroup;
 use group_write::group_write;
-
-pub(super) const ENTRY_COLUMNS: &str =
-    "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
-    rejection_message, account, debit_account, credit_account, amount::text AS amount, unit, \
-    params, fingerprint, recorded_at, balance_after::text AS balance_after, prev_hash, hash";
 
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: PgPool,
 }
-
-pub(super) fn entry(row: &PgRow) -> Result<StoredEntry, LedgerError> {
-    let recorded_at: DateTime<Utc> = row.try_get("recorded_at")?;
-    decode_entry(row, recorded_at)
-}
-
-pub(super) const BALANCE_COLUMNS: &str =
-    "account, unit, debits::text AS debits, credits::text AS credits, held::text AS held";
 
 /// PostgreSQL binds `recorded_at` as a timestamp.
 fn recorded_at_time(t: DateTime<Utc>) -> DateTime<Utc> {
@@ -107,7 +95,7 @@ fn connect_options(url: &str) -> Result<PgConnectOptions, LedgerError> {
 
 impl PostgresStore {
     pub async fn connect(url: &str, pool_size: u32) -> Result<Self, LedgerError> {
-        let pool = super::pool_options::<Postgres>(pool_size)
+        let pool = super::rows::pool_options::<Postgres>(pool_size)
             // A database that does not answer turns into a prompt 503, not a hang.
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(connect_options(url)?)

@@ -72,7 +72,7 @@ macro_rules! engine_group {
         impl $group {
             /// Creates the tenant's head at seq 0 unless it exists.
             async fn create_head(&mut self, tenant: &str) -> Result<(), $crate::LedgerError> {
-                sqlx::query($crate::store::shared::CREATE_HEAD)
+                sqlx::query($crate::store::shared::sql::CREATE_HEAD)
                     .bind(tenant)
                     .bind(hex::encode($crate::chain::GENESIS_HASH))
                     .execute(&mut *self.tx)
@@ -92,7 +92,7 @@ macro_rules! engine_group {
                     .fetch_optional(&mut *self.tx)
                     .await?;
                 row.as_ref()
-                    .map(|r| $crate::store::decode_fence(Some(r)))
+                    .map(|r| $crate::store::transaction::decode_fence(Some(r)))
                     .transpose()
             }
         }

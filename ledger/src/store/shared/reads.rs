@@ -48,7 +48,7 @@ macro_rules! engine_reads {
         fn log_walk<'a>(
             q: &mut sqlx::QueryBuilder<'a, $db>,
             tenant: &'a str,
-            f: &'a $crate::store::EntryFilter,
+            f: &'a $crate::store::rows::EntryFilter,
         ) {
             match &f.account {
                 None => branch(q, tenant, f, None),
@@ -66,7 +66,7 @@ macro_rules! engine_reads {
         fn branch<'a>(
             q: &mut sqlx::QueryBuilder<'a, $db>,
             tenant: &'a str,
-            f: &'a $crate::store::EntryFilter,
+            f: &'a $crate::store::rows::EntryFilter,
             side: Option<(&'static str, &'a String)>,
         ) {
             q.push(format!("SELECT {} FROM entries WHERE tenant_id = ", $cols))
@@ -100,7 +100,7 @@ macro_rules! engine_reads {
         fn range_branch<'a>(
             q: &mut sqlx::QueryBuilder<'a, $db>,
             tenant: &'a str,
-            r: &$crate::store::AccountRange<'a>,
+            r: &$crate::store::rows::AccountRange<'a>,
             column: &'static str,
         ) {
             q.push(format!("SELECT {} FROM entries WHERE tenant_id = ", $cols))
@@ -127,7 +127,7 @@ macro_rules! engine_reads {
 
         impl $store {
             pub async fn ping(&self) -> Result<(), $crate::LedgerError> {
-                sqlx::query($crate::store::shared::PING)
+                sqlx::query($crate::store::shared::sql::PING)
                     .execute(&self.pool)
                     .await?;
                 Ok(())
@@ -154,7 +154,7 @@ macro_rules! engine_reads {
                 &self,
                 tenant: &str,
                 account: &str,
-            ) -> Result<(Vec<$crate::store::BalanceRow>, i64), $crate::LedgerError> {
+            ) -> Result<(Vec<$crate::store::rows::BalanceRow>, i64), $crate::LedgerError> {
                 use sqlx::Row;
                 let rows = sqlx::query($balance_rows_sql)
                     .bind(tenant)
@@ -166,9 +166,9 @@ macro_rules! engine_reads {
                 for r in &rows {
                     seq = r.try_get("head_seq")?;
                     if let Some(unit) = r.try_get::<Option<String>, _>("unit")? {
-                        out.push($crate::store::BalanceRow {
+                        out.push($crate::store::rows::BalanceRow {
                             unit,
-                            balance: $crate::store::decode_balance(r)?,
+                            balance: $crate::store::rows::decode_balance(r)?,
                         });
                     }
                 }
@@ -178,7 +178,7 @@ macro_rules! engine_reads {
             pub async fn rebuild_rule_state(
                 &self,
                 tenant: &str,
-            ) -> Result<$crate::store::RulesRebuilt, $crate::LedgerError> {
+            ) -> Result<$crate::store::rules::RulesRebuilt, $crate::LedgerError> {
                 use $crate::store::transaction::GroupTransaction;
                 let (mut group, _) = self.lock_for_rewrite(tenant).await?;
                 let rebuilt = group.rebuild_rules(tenant).await?;
@@ -190,7 +190,7 @@ macro_rules! engine_reads {
             pub async fn list_entries(
                 &self,
                 tenant: &str,
-                f: &$crate::store::EntryFilter,
+                f: &$crate::store::rows::EntryFilter,
             ) -> Result<Vec<$crate::entry::StoredEntry>, $crate::LedgerError> {
                 let mut q = sqlx::QueryBuilder::<$db>::new($page_open);
                 log_walk(&mut q, tenant, f);
@@ -209,7 +209,7 @@ macro_rules! engine_reads {
                 use $crate::store::transaction::GroupTransaction;
                 let mut group = self.begin_group().await?;
                 let head = group.lock_head(tenant).await?.head;
-                sqlx::query($crate::store::shared::BUMP_GENERATION)
+                sqlx::query($crate::store::shared::sql::BUMP_GENERATION)
                     .bind(tenant)
                     .execute(&mut *group.tx)
                     .await?;
@@ -221,7 +221,7 @@ macro_rules! engine_reads {
                 tenant: Option<&str>,
             ) -> Result<Vec<$crate::keys::StoredApiKey>, $crate::LedgerError> {
                 use sqlx::Row;
-                let rows = sqlx::query($crate::store::shared::LIST_API_KEYS)
+                let rows = sqlx::query($crate::store::shared::sql::LIST_API_KEYS)
                     .bind(tenant)
                     .fetch_all(&self.pool)
                     .await?;
@@ -242,7 +242,7 @@ macro_rules! engine_reads {
                 tenant: &str,
                 key_hash: &str,
             ) -> Result<bool, $crate::LedgerError> {
-                let done = sqlx::query($crate::store::shared::DELETE_API_KEY)
+                let done = sqlx::query($crate::store::shared::sql::DELETE_API_KEY)
                     .bind(tenant)
                     .bind(key_hash)
                     .execute(&self.pool)
@@ -255,7 +255,7 @@ macro_rules! engine_reads {
                 key_hash: &str,
             ) -> Result<Option<(String, String)>, $crate::LedgerError> {
                 use sqlx::Row;
-                let row = sqlx::query($crate::store::shared::FIND_API_KEY)
+                let row = sqlx::query($crate::store::shared::sql::FIND_API_KEY)
                     .bind(key_hash)
                     .fetch_optional(&self.pool)
                     .await?;
@@ -336,7 +336,7 @@ macro_rules! engine_reads {
             pub async fn account_entries(
                 &self,
                 tenant: &str,
-                r: &$crate::store::AccountRange<'_>,
+                r: &$crate::store::rows::AccountRange<'_>,
             ) -> Result<Vec<$crate::entry::StoredEntry>, $crate::LedgerError> {
                 // Two index-ordered walks (debit side, credit side), merged,
                 // as in list_entries. An entry naming the account on both
@@ -351,7 +351,7 @@ macro_rules! engine_reads {
             }
 
             pub async fn tenants(&self) -> Result<Vec<String>, $crate::LedgerError> {
-                Ok(sqlx::query_scalar($crate::store::shared::TENANTS)
+                Ok(sqlx::query_scalar($crate::store::shared::sql::TENANTS)
                     .fetch_all(&self.pool)
                     .await?)
             }
@@ -360,11 +360,11 @@ macro_rules! engine_reads {
                 &self,
                 tenant: &str,
             ) -> Result<$crate::chain::Head, $crate::LedgerError> {
-                let row = sqlx::query($crate::store::shared::HEAD)
+                let row = sqlx::query($crate::store::shared::sql::HEAD)
                     .bind(tenant)
                     .fetch_optional(&self.pool)
                     .await?;
-                $crate::store::decode_head(row.as_ref())
+                $crate::store::rows::decode_head(row.as_ref())
             }
 
             pub async fn stored_balances(
@@ -378,7 +378,7 @@ macro_rules! engine_reads {
                 for r in &rows {
                     let account: String = r.try_get("account")?;
                     let unit: String = r.try_get("unit")?;
-                    p.insert(&account, &unit, $crate::store::decode_balance(r)?);
+                    p.insert(&account, &unit, $crate::store::rows::decode_balance(r)?);
                 }
                 Ok(p)
             }
@@ -389,7 +389,7 @@ macro_rules! engine_reads {
                 kind: &str,
             ) -> Result<Vec<(String, String)>, $crate::LedgerError> {
                 use sqlx::Row;
-                let rows = sqlx::query($crate::store::shared::RECORDS_OF_KIND)
+                let rows = sqlx::query($crate::store::shared::sql::RECORDS_OF_KIND)
                     .bind(tenant)
                     .bind(kind)
                     .fetch_all(&self.pool)
@@ -406,7 +406,7 @@ macro_rules! engine_reads {
                 key: &str,
             ) -> Result<Option<String>, $crate::LedgerError> {
                 use sqlx::Row;
-                let row = sqlx::query($crate::store::shared::RECORD)
+                let row = sqlx::query($crate::store::shared::sql::RECORD)
                     .bind(tenant)
                     .bind(kind)
                     .bind(key)
@@ -418,22 +418,31 @@ macro_rules! engine_reads {
                 })
             }
 
-            /// Open holds of every tenant that expired at or before `now`
+            /// Tenants with an open hold that expired at or before `now`
             /// (fixed-width UTC text).
-            pub async fn expired_holds(
+            pub async fn tenants_with_expired_holds(
                 &self,
                 now: &str,
+            ) -> Result<Vec<String>, $crate::LedgerError> {
+                Ok(sqlx::query_scalar($crate::store::shared::sql::TENANTS_WITH_EXPIRED_HOLDS)
+                    .bind(now)
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+
+            /// One tenant's open holds that expired at or before `now`.
+            pub async fn expired_holds(
+                &self,
+                tenant: &str,
+                now: &str,
                 limit: i64,
-            ) -> Result<Vec<(String, String)>, $crate::LedgerError> {
-                use sqlx::Row;
-                let rows = sqlx::query($crate::store::shared::EXPIRED_HOLDS)
+            ) -> Result<Vec<String>, $crate::LedgerError> {
+                Ok(sqlx::query_scalar($crate::store::shared::sql::EXPIRED_HOLDS)
+                    .bind(tenant)
                     .bind(now)
                     .bind(limit)
                     .fetch_all(&self.pool)
-                    .await?;
-                rows.iter()
-                    .map(|r| Ok((r.try_get("tenant_id")?, r.try_get("key")?)))
-                    .collect()
+                    .await?)
             }
 
             /// Every rule-state row of a tenant, as stored.

@@ -4,16 +4,17 @@
 
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
 
-use super::{entry, ENTRY_COLUMNS, ROWS_PER_INSERT};
+use super::columns::{entry, ENTRY_COLUMNS, ROWS_PER_INSERT};
 use crate::amount::canonical;
 use crate::balance::AccountBalance;
 use crate::chain::Head;
 use crate::entry::{format_recorded_at, StoredEntry, UsageColumns};
 use crate::intent::EntryKind;
 use crate::state::{StateKey, StateRow};
+use crate::store::rows::decode_balance;
+use crate::store::rules::RulesRebuilt;
 use crate::store::shared::engine_group;
 use crate::store::transaction::{head_moved, Fence, GroupWrite};
-use crate::store::{decode_balance, RulesRebuilt};
 use crate::LedgerError;
 
 /// What the writer inserts: [`ENTRY_COLUMNS`] and the usage columns of

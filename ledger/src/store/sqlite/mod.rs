@@ -2,6 +2,7 @@
 //! survives power loss, `BEGIN IMMEDIATE` so a group takes the write lock
 //! before it reads (no upgrade deadlock between processes).
 
+pub(super) mod columns;
 mod group;
 mod packed;
 mod wal;
@@ -14,23 +15,15 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
-use super::decode_entry;
 use super::shared::engine_reads;
 use crate::entry::{format_recorded_at, StoredEntry};
 use crate::LedgerError;
+use columns::{entry, ENTRY_COLUMNS};
 use group::keyed_entries;
 pub(crate) use group::SqliteGroup;
 pub use group::SqliteWrite;
 use packed::PackedEntry;
 use wal::{checkpoint_wal, WAL_RESTART_ABOVE_BYTES};
-
-pub(super) const ENTRY_COLUMNS: &str =
-    "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
-    rejection_message, account, debit_account, credit_account, amount, unit, params, \
-    fingerprint, recorded_at, balance_after, prev_hash, hash";
-
-/// SQLite allows 32,766 bound parameters per statement; stay well below.
-pub(super) const ROWS_PER_INSERT: usize = 500;
 
 /// Page cache of the write connection, in KiB (SQLite's negative
 /// `cache_size`): the pages a flood of groups keeps touching (the tips of
@@ -67,14 +60,6 @@ pub struct SqliteStore {
     /// 8 ms or more. Queued on this mutex, it starts the moment the lock is
     /// free. Other processes on the same file still meet the busy timeout.
     write_gate: Arc<tokio::sync::Mutex<()>>,
-}
-
-pub(super) fn entry(row: &SqliteRow) -> Result<StoredEntry, LedgerError> {
-    let text: String = row.try_get("recorded_at")?;
-    let recorded_at = DateTime::parse_from_rfc3339(&text)
-        .map_err(|_| LedgerError::Corrupt(format!("recorded_at {text:?}")))?
-        .with_timezone(&Utc);
-    decode_entry(row, recorded_at)
 }
 
 /// A time as SQLite stores `recorded_at`: fixed-width UTC text, which
@@ -152,13 +137,13 @@ impl SqliteStore {
             // pages past it are read as before. Writes still go through
             // the WAL as before.
             .pragma("mmap_size", MMAP_BYTES);
-        let pool = super::pool_options::<Sqlite>(pool_size)
+        let pool = super::rows::pool_options::<Sqlite>(pool_size)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options.clone())
             .await?;
         super::migration_checksums::accept_reworded_sqlite(&pool).await?;
         sqlx::migrate!("../migrations/sqlite").run(&pool).await?;
-        let write_pool = super::pool_options::<Sqlite>(1)
+        let write_pool = super::rows::pool_options::<Sqlite>(1)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(
                 options

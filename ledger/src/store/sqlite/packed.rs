@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::intent::EntryKind;
-use crate::store::{parse_decimal, parse_total};
+use crate::store::rows::{parse_decimal, parse_total};
 use crate::LedgerError;
 
 /// One entry of a packed page: [`ENTRY_COLUMNS`] in order.

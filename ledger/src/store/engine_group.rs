@@ -1,0 +1,103 @@
+//! A group transaction of either engine, and how [`Storage`] opens one.
+
+use super::postgres::PgGroup;
+use super::sqlite::SqliteGroup;
+use super::storage::Storage;
+use super::transaction::{write_ahead, Fence, GroupTransaction, GroupWrite};
+use crate::balance::AccountBalance;
+use crate::entry::StoredEntry;
+use crate::intent::EntryKind;
+use crate::on_engine;
+use crate::state::StateKey;
+use crate::LedgerError;
+
+/// A group transaction of either engine.
+pub(crate) struct EngineGroup(Engine);
+
+enum Engine {
+    Sqlite(SqliteGroup),
+    Postgres(PgGroup),
+}
+
+impl GroupTransaction for EngineGroup {
+    async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
+        on_engine!(&mut self.0, Engine, g => g.lock_head(tenant).await)
+    }
+
+    async fn entries_with_keys(
+        &mut self,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        on_engine!(&mut self.0, Engine, g => g.entries_with_keys(tenant, keys).await)
+    }
+
+    async fn balances_of(
+        &mut self,
+        tenant: &str,
+        accounts: &[&str],
+    ) -> Result<Vec<(String, String, AccountBalance)>, LedgerError> {
+        on_engine!(&mut self.0, Engine, g => g.balances_of(tenant, accounts).await)
+    }
+
+    async fn entries_by_ids(
+        &mut self,
+        tenant: &str,
+        ids: &[&str],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        on_engine!(&mut self.0, Engine, g => g.entries_by_ids(tenant, ids).await)
+    }
+
+    async fn records_of(
+        &mut self,
+        tenant: &str,
+        keys: &[StateKey],
+    ) -> Result<Vec<(String, String, String)>, LedgerError> {
+        on_engine!(&mut self.0, Engine, g => g.records_of(tenant, keys).await)
+    }
+
+    async fn write_balances(
+        &mut self,
+        tenant: &str,
+        rows: &[(&str, &str, AccountBalance)],
+    ) -> Result<(), LedgerError> {
+        on_engine!(&mut self.0, Engine, g => GroupTransaction::write_balances(g, tenant, rows).await)
+    }
+
+    async fn write_group(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
+        on_engine!(&mut self.0, Engine, g => g.write_group(write).await)
+    }
+
+    async fn commit(self) -> Result<(), LedgerError> {
+        on_engine!(self.0, Engine, g => g.commit().await)
+    }
+}
+
+impl Storage {
+    /// Opens a group transaction; nothing is locked until
+    /// [`GroupTransaction::lock_head`].
+    pub(crate) async fn begin_group(&self) -> Result<EngineGroup, LedgerError> {
+        Ok(EngineGroup(match self {
+            Storage::Sqlite(s) => Engine::Sqlite(s.begin_group().await?),
+            Storage::Postgres(s) => Engine::Postgres(s.begin_group().await?),
+        }))
+    }
+
+    /// Writes a group decided ahead, on top of `start` only (see
+    /// [`write_ahead`]). PostgreSQL sends a group with rows as one
+    /// statement of its own.
+    pub(crate) async fn write_ahead(
+        &self,
+        tenant: &str,
+        start: Fence,
+        write: Option<&GroupWrite>,
+    ) -> Result<(), LedgerError> {
+        match self {
+            Storage::Sqlite(s) => write_ahead(s.begin_group().await?, tenant, start, write).await,
+            Storage::Postgres(s) => match write {
+                Some(write) => s.write_alone(write).await,
+                None => write_ahead(s.begin_group().await?, tenant, start, None).await,
+            },
+        }
+    }
+}
