@@ -36,7 +36,7 @@ impl EntryFilter {
     /// PostgreSQL with statistics from before a flood of appends estimated a
     /// handful of rows after `after_seq`, chose a bitmap scan and a sort,
     /// and read the whole rest of the log for every page: 1.05 s per page of
-    /// 10,000 on a 1,000,000-entry ledger (docs/performance-history.md).
+    /// 10,000 on a 1,000,000-entry ledger.
     pub fn log_page(after_seq: i64, limit: i64) -> Self {
         EntryFilter {
             after_seq,

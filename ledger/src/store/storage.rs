@@ -55,7 +55,7 @@ impl Storage {
     /// PostgreSQL a looked-up replay otherwise waited for the query before
     /// its own to answer: with four in flight its mean latency under 50 %
     /// replays fell by 13 % and 100 % replays rose by 5–12 % in every one
-    /// of four alternating pairs (docs/performance-history.md). At
+    /// of four alternating pairs. At
     /// most a quarter of the pool, so look-ups never starve the writers of
     /// connections. SQLite gained nothing measurable (its look-ups are this
     /// process's CPU), so it keeps one.

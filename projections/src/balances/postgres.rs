@@ -25,7 +25,7 @@ pub(super) async fn fold(
     // Rust reads one sum per account and side and refuses any it cannot
     // hold exactly. Entries up to the locked head are committed and
     // immutable, whichever snapshot reads them. Measured on 1,000,000
-    // entries (docs/performance-history.md): 0.55 s; one aggregate over the
+    // entries: 0.55 s; one aggregate over the
     // (debit, credit) pair instead was planned as a sort and took longer.
     //
     // The plan depends on the table's statistics: right after a flood of
@@ -64,7 +64,7 @@ pub(super) async fn fold(
     // range's aggregate adds up both sides at once (two grouping sets,
     // hashed side by side over one scan). Two per-side aggregates read
     // the whole heap twice; measured on 1,000,000 entries in psql, two
-    // connections: 0.85-0.99 s against 0.96-1.13 s (docs/performance-history.md).
+    // connections: 0.85-0.99 s against 0.96-1.13 s.
     // Entries up to the locked head are committed, so they
     // lie in blocks that exist now; the last range is open all the same.
     let blocks: i64 = sqlx::query_scalar(

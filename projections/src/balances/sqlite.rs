@@ -78,7 +78,7 @@ pub(super) async fn fold(
     // hands SQLite rows over one by one from a worker thread (~6 µs a
     // row), so SQLite packs the accounts and amount of each window of
     // entries into one JSON array; Rust parses every amount exactly and
-    // posts it to both sides. Measured in docs/performance-history.md: no sort,
+    // posts it to both sides. Measured: no sort,
     // one scan for both sides, against one GROUP BY per side.
     let mut log = LogFold::new();
     let mut tasks = Vec::new();

@@ -93,7 +93,7 @@ fn fold_usage_row(
 /// PostgreSQL adds up, per usage key, the posted usage debits with seq in
 /// `(after, upto]` that carry usage columns (`tally_ledger::entry::UsageColumns`):
 /// one parallel aggregate with exact NUMERIC sums instead of a million rows
-/// of params sent to Rust and parsed there (docs/performance-history.md).
+/// of params sent to Rust and parsed there.
 pub(super) async fn sum_usage_columns(
     pool: &sqlx::PgPool,
     tenant: &str,

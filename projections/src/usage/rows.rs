@@ -79,7 +79,7 @@ where
 /// The entries that carry usage, and the columns the fold reads of them
 /// (`recorded_at` is column 5; every row is posted). The engine adds the seq
 /// range. Each column costs: dropping `id` and `status` took a quarter off
-/// PostgreSQL's work for these rows (docs/performance-history.md).
+/// PostgreSQL's work for these rows.
 pub(crate) const USAGE_SOURCES: &str =
     "SELECT seq, kind, account, unit, amount, recorded_at, params FROM entries \
      WHERE status = 'posted' AND kind IN ('usage_debit', 'reversal') AND";

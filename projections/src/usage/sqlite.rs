@@ -75,7 +75,7 @@ const SQLITE_USAGE_WINDOW_SQL: &str = concat!(
 /// carry usage columns as [`PackedUsageColumns`], the others (reversals, and
 /// usage debits stored without columns) as [`PackedUsageRow`]. Taking four
 /// values out of each entry's params JSON was most of SQLite's work in a
-/// usage rebuild (docs/performance-history.md).
+/// usage rebuild.
 const SQLITE_USAGE_COLUMNS_WINDOW_SQL: &str = concat!(
     "SELECT json_group_array(json_array(account, usage_meter, usage_day, unit, amount, \
      usage_quantity)) FILTER (WHERE kind = 'usage_debit' AND usage_day IS NOT NULL), \

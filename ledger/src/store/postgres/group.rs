@@ -25,8 +25,8 @@ pub(super) async fn keyed_entries(
     // One probe of the UNIQUE (tenant_id, kind, upstream_id) index per
     // key, written as a LATERAL join so that the prepared statement's
     // generic plan cannot turn it into a scan of the tenant's entries:
-    // cost grows with the group, not with the log. Measured under load
-    // (docs/performance-history.md): `(kind, upstream_id) IN (SELECT * FROM
+    // cost grows with the group, not with the log. Measured under load:
+    // `(kind, upstream_id) IN (SELECT * FROM
     // UNNEST(..))` took 4.7 ms for ~30 keys; `kind = ANY AND upstream_id =
     // ANY` planned a scan; `kind = $2 AND upstream_id = ANY($3)` took
     // 460 ms for 1,000 keys. `OFFSET 0` keeps the subquery from being

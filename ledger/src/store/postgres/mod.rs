@@ -84,7 +84,7 @@ async fn read_rows(
 /// path costs enough to be compiled; the log-wide aggregates of `tally
 /// projections rebuild` and `tally verify` do, and there every process of a
 /// parallel plan compiled its expressions for ~100 ms of a ~1 s scan, more
-/// than the compiled code saved (docs/performance-history.md).
+/// than the compiled code saved.
 fn connect_options(url: &str) -> Result<PgConnectOptions, LedgerError> {
     let options = PgConnectOptions::from_str(url)?;
     if options.get_options().is_some_and(|o| o.contains("jit")) {

@@ -30,8 +30,8 @@ use wal::{checkpoint_wal, WAL_RESTART_ABOVE_BYTES};
 /// the seq-ordered indexes, the balances, the head) and some of the
 /// randomly-hit key index. Larger is not better: at each commit SQLite
 /// walks the cache's hash table (`pcache1TruncateUnsafe`, 5 % of the
-/// server's CPU at 64 MiB), which small groups pay in full. Measured
-/// (docs/performance-history.md), 100,000 entries, two runs each,
+/// server's CPU at 64 MiB), which small groups pay in full. Measured on
+/// 100,000 entries, two runs each,
 /// single POSTs @64 / batches of 1,000 in rows/s: 2 MB (SQLite's default)
 /// 5,669 5,498 / 11,267 12,200; 16 MiB 5,103 5,019 / 14,119 14,996;
 /// 64 MiB 4,535 4,279 / 14,465 11,869; on 1,000,000 entries 16 MiB beat
@@ -51,7 +51,7 @@ pub struct SqliteStore {
     /// whenever another connection has written: with groups spread over the
     /// whole pool, every group started on a cold cache and read its index
     /// pages again from the WAL (pread) or the map, allocating and freeing
-    /// every page buffer (docs/performance-history.md).
+    /// every page buffer.
     pub(crate) write_pool: SqlitePool,
     /// Taken before `BEGIN IMMEDIATE` by every write transaction of this
     /// process (groups, the usage projector). SQLite has one write lock,

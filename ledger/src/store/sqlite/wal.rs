@@ -73,7 +73,7 @@ pub(super) async fn checkpoint_wal(
 /// without waiting for anyone). SQLite starts the WAL over only when a
 /// writer begins after every frame was copied, which under a steady stream
 /// of groups never happens: the file grew to 6 GB while 1,000,000 entries
-/// were loaded (docs/performance-history.md). So once the WAL holds more
+/// were loaded. So once the WAL holds more
 /// than `restart_above` bytes, the round makes that moment happen. It copies
 /// beside the writes, pass after pass, until few frames are left (each
 /// pass copies what was appended during the one before), then takes this
@@ -86,8 +86,7 @@ pub(super) async fn checkpoint_wal(
 /// it held every writer back while it copied the frames
 /// appended during that pass and emptied the file, 0.53–0.64 s every ~9 s
 /// under a flood of batches. Now the writes wait 7–135 ms (the last copy
-/// ends with an fsync of the database, slow right after the passes)
-/// (docs/performance-history.md).
+/// ends with an fsync of the database, slow right after the passes).
 pub(super) async fn checkpoint_once(
     conn: &mut SqliteConnection,
     write_gate: &tokio::sync::Mutex<()>,

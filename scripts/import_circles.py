@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Module graph of a crate's src/ from its `crate::`, `super::` and re-export
 paths (comments and `mod tests` skipped); prints every import circle.
-Usage: scripts/api_import_circles.py api/src [-v]"""
+Exits 1 if there is one.
+Usage: scripts/import_circles.py ledger/src [-v]"""
 import os, re, sys
 root = sys.argv[1]
 files = {}
@@ -78,3 +79,4 @@ print(f"{len(mods)} modules, {sum(len(e) for e in edges.values())} edges")
 if '-v' in sys.argv:
     for m in sorted(edges): print(f"  {m} -> {', '.join(sorted(edges[m]))}")
 print("circles:", out if out else "none")
+sys.exit(1 if out else 0)
