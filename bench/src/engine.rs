@@ -15,7 +15,7 @@ use crate::report::{self, Line, RawLine};
 use crate::scenarios::{self, Pairing};
 use crate::server::{start_server, tally_cmd};
 use crate::writer_metrics::WriterCounters;
-use crate::{cpu, raw, Args};
+use crate::{cpu, raw, tenants, Args};
 
 /// Measures `engine` ("sqlite" or "postgres") and prints its results.
 pub async fn bench_engine(args: &Args, engine: &str, tally: &Path) -> anyhow::Result<()> {
@@ -55,6 +55,12 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
     .await?
     .trim()
     .to_owned();
+    let wanted = |key: &str| args.only.is_empty() || args.only.split(',').any(|k| k.trim() == key);
+    let tenant_count = |key: &str, n: usize| if wanted(key) { n } else { 0 };
+    let tenants = scenarios::Tenants {
+        of300: tenants::create(url, "t300", tenant_count("tenants300", 300)).await?,
+        of10k: tenants::create(url, "t10k", tenant_count("tenants10k", 10_000)).await?,
+    };
     let server = start_server(tally, url, args.server_log.as_deref()).await?;
     let target = Target::new(server.base.clone(), key)?;
 
@@ -85,10 +91,9 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
     // With SQLite the database runs inside whoever opened it.
     let database = (engine == "postgres").then_some("postgres");
 
-    let wanted = |key: &str| args.only.is_empty() || args.only.split(',').any(|k| k.trim() == key);
     let mut lines: Vec<Line> = Vec::new();
     let mut raw_plan = Vec::new();
-    for scenario in scenarios::all(args.preload) {
+    for scenario in scenarios::all(args.preload, &tenants) {
         if !wanted(scenario.key) {
             continue;
         }
@@ -101,10 +106,25 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         settle(&target, name).await?;
         let cpu_before = cpu::CpuSample::take(watched);
         let writer_before = WriterCounters::read(&target).await;
+        let rss_before = tenants::rss_kib(server.child.id());
         let stats = http_load::run(&target, scenario.clients, secs, scenario.make).await;
         let cpu_after = cpu::CpuSample::take(watched);
         let writer_after = WriterCounters::read(&target).await;
+        let rss_after = tenants::rss_kib(server.child.id());
         let mut limits = Vec::new();
+        let tenants_posting = match scenario.key {
+            "tenants300" => tenants.of300.len(),
+            "tenants10k" => tenants.of10k.len(),
+            _ => 0,
+        };
+        if let (Some(a), Some(b), true) = (rss_before, rss_after, tenants_posting > 0) {
+            limits.push(format!(
+                "server RSS {:.1} MiB before, {:.1} MiB after: {:+.1} KiB per tenant",
+                a as f64 / 1024.0,
+                b as f64 / 1024.0,
+                (b as f64 - a as f64) / tenants_posting as f64
+            ));
+        }
         if let (Some(a), Some(b)) = (cpu_before, cpu_after) {
             limits.push(
                 a.per_row(&b, stats.rows, ticks_per_second)

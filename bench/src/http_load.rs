@@ -31,9 +31,10 @@ pub struct Target {
     pub client: reqwest::Client,
     pub base: String,
     authority: String,
-    /// `Host`, `Authorization` and `Content-Type` lines, the same for every
-    /// request of the run.
+    /// `Host` and `Content-Type` lines, the same for every request of the run.
     headers: Arc<str>,
+    /// The `Authorization` line of a request that names no key of its own.
+    auth: Arc<str>,
 }
 
 /// The single usage-debit endpoint: 201 when it posted, 200 when it replayed.
@@ -44,6 +45,14 @@ pub struct Request {
     pub path: &'static str,
     pub body: Bytes,
     pub rows: u64,
+    /// Its own `Authorization` line ([`auth_line`]), e.g. another tenant's
+    /// key; the run's key if `None`.
+    pub auth: Option<Arc<str>>,
+}
+
+/// The `Authorization` header line of `key`, as [`Request::auth`] takes it.
+pub fn auth_line(key: &str) -> Arc<str> {
+    format!("Authorization: Bearer {key}\r\n").into()
 }
 
 /// A client task's own keep-alive connection and the buffers it reuses.
@@ -70,14 +79,12 @@ impl Target {
             .strip_prefix("http://")
             .context("the server's address is not http://")?
             .to_owned();
-        let headers = format!(
-            "Host: {authority}\r\nAuthorization: Bearer {key}\r\n\
-             Content-Type: application/json\r\n"
-        );
+        let headers = format!("Host: {authority}\r\nContent-Type: application/json\r\n");
         Ok(Self {
             client,
             authority,
             headers: headers.into(),
+            auth: auth_line(&key),
             base,
         })
     }
@@ -111,6 +118,8 @@ impl Target {
         conn.write.extend_from_slice(req.path.as_bytes());
         conn.write.extend_from_slice(b" HTTP/1.1\r\n");
         conn.write.extend_from_slice(self.headers.as_bytes());
+        conn.write
+            .extend_from_slice(req.auth.as_deref().unwrap_or(&self.auth).as_bytes());
         // Writing to a Vec cannot fail.
         let _ = write!(conn.write, "Content-Length: {}\r\n\r\n", req.body.len());
         conn.write.extend_from_slice(&req.body);

@@ -13,6 +13,7 @@ mod report;
 mod scenarios;
 mod server;
 mod stats;
+mod tenants;
 mod workload;
 mod writer_metrics;
 
@@ -46,8 +47,8 @@ pub struct Args {
     #[arg(long)]
     keep: bool,
     /// Measure only these scenarios (comma-separated keys: single1, single16,
-    /// single64, batch100, batch1000, hot, replay50, retry50, replay100); all
-    /// by default.
+    /// single64, batch100, batch1000, hot, replay50, retry50, replay100,
+    /// tenants300, tenants10k); all by default.
     #[arg(long, default_value = "")]
     only: String,
     /// Write the server's log at this filter (e.g. tally_ledger=debug) to

@@ -162,24 +162,47 @@ fn print_targets(engine: &str, lines: &mut [Line]) {
             );
         }
     }
-    if let Some(i) = idx("single64") {
-        let p99 = lines[i].tally.percentile_ms(0.99);
-        println!(
-            "  {:<58} {:>6.2}  (target < 25 ms) {}",
-            "p99 ms of single POST @64",
-            p99,
-            if p99 < 25.0 { "MET" } else { "MISSED" }
-        );
+    for (key, what, goal) in [
+        ("single64", "p99 ms of single POST @64", 25.0),
+        (
+            "tenants300",
+            "p99 ms of single POST @64 over 300 tenants",
+            50.0,
+        ),
+    ] {
+        if let Some(i) = lines.iter().position(|l| l.key == key) {
+            let p99 = lines[i].tally.percentile_ms(0.99);
+            println!(
+                "  {:<58} {:>6.2}  (target < {goal} ms) {}",
+                what,
+                p99,
+                if p99 < goal { "MET" } else { "MISSED" }
+            );
+        }
     }
 }
 
-/// Prints `tally projections rebuild`'s output with each projection's rate
-/// against its target; each of its lines ends "(N entries/s)".
+/// Prints `tally projections rebuild`'s output with the rate of the
+/// balances and the usage summaries against their target; each of their
+/// lines ends "(N entries/s)" (the rule state's line has no rate).
 pub fn print_rebuild(out: &str) {
-    println!("projections rebuild: {}", out.trim());
-    for (line, what) in out.lines().zip(["balances", "usage summaries"]) {
-        let rate = line
-            .rsplit_once('(')
+    // The preloaded tenant's lines; the tenant scenarios' thousands of
+    // small tenants are only counted.
+    let (bench, others): (Vec<&str>, Vec<&str>) =
+        out.lines().partition(|l| l.starts_with("tenant bench:"));
+    println!("projections rebuild: {}", bench.join("\n"));
+    if !others.is_empty() {
+        println!("  ({} lines of other tenants not shown)", others.len());
+    }
+    let out = bench.join("\n");
+    for (marker, what) in [
+        (" balances rebuilt from ", "balances"),
+        (" usage summary rows rebuilt from ", "usage summaries"),
+    ] {
+        let rate = out
+            .lines()
+            .find(|l| l.contains(marker))
+            .and_then(|l| l.rsplit_once('('))
             .and_then(|(_, r)| r.split(' ').next())
             .and_then(|r| r.parse::<f64>().ok())
             .unwrap_or(0.0);

@@ -27,6 +27,7 @@ pub fn single(body: Value) -> Request {
         path: http_load::SINGLE_PATH,
         body: body.to_string().into(),
         rows: 1,
+        auth: None,
     }
 }
 
@@ -38,6 +39,7 @@ pub fn batch(bodies: impl Iterator<Item = Value>) -> Request {
         path: "/v1/batch",
         body: json!({ "operations": ops }).to_string().into(),
         rows,
+        auth: None,
     }
 }
 
@@ -46,12 +48,23 @@ pub fn all_new() -> Make {
     Box::new(|rng| single(new_debit(rng, false)))
 }
 
+/// All-new single POSTs, each by a tenant picked at random among those
+/// of `keys` (their `Authorization` lines).
+pub fn spread_over(keys: Arc<[Arc<str>]>) -> Make {
+    Box::new(move |rng| {
+        let mut request = single(new_debit(rng, false));
+        request.auth = Some(keys[rng.below(keys.len() as u64) as usize].clone());
+        request
+    })
+}
+
 /// Every scenario, in the order they run; `preloaded` entries are in the
-/// ledger for the replays to pick from.
-pub fn all(preloaded: u64) -> Vec<Scenario> {
+/// ledger for the replays to pick from. A tenant scenario whose tenants
+/// have no keys (it was not selected) is left out.
+pub fn all(preloaded: u64, tenants: &Tenants) -> Vec<Scenario> {
     let n = preloaded.max(1);
     let recent_posts = Arc::new(workload::RecentPosts::default());
-    vec![
+    let mut scenarios = vec![
         Scenario {
             key: "single1",
             name: "single POST, 1 client",
@@ -132,7 +145,37 @@ pub fn all(preloaded: u64) -> Vec<Scenario> {
             raw: None,
             make: Box::new(move |rng| single(preload_debit(rng.below(n)))),
         },
-    ]
+    ];
+    for (key, name, keys) in [
+        (
+            "tenants300",
+            "300 tenants, single, 64 clients",
+            &tenants.of300,
+        ),
+        (
+            "tenants10k",
+            "10,000 tenants, single, 64 clients",
+            &tenants.of10k,
+        ),
+    ] {
+        if !keys.is_empty() {
+            scenarios.push(Scenario {
+                key,
+                name,
+                clients: 64,
+                raw: None,
+                make: spread_over(keys.clone()),
+            });
+        }
+    }
+    scenarios
+}
+
+/// The keys (`Authorization` lines) of the tenants of the tenant
+/// scenarios, one key per tenant; empty when the scenario is not run.
+pub struct Tenants {
+    pub of300: Arc<[Arc<str>]>,
+    pub of10k: Arc<[Arc<str>]>,
 }
 
 /// A target comparing a scenario with all-new single POSTs @64.
@@ -146,7 +189,7 @@ impl Pairing {
     /// Each is measured between two halves of an all-new run (A-B-A): a
     /// drift of the machine or the ledger over the three windows, if
     /// steady, weighs the same on both sides of the ratio.
-    pub const ALL: [Pairing; 3] = [
+    pub const ALL: [Pairing; 5] = [
         Pairing {
             key: "hot",
             target: "hot @revenue / spread counter accounts (single @64)",
@@ -161,6 +204,16 @@ impl Pairing {
             key: "retry50",
             target: "50% retries of recent posts / all new (single @64)",
             goal: 1.5,
+        },
+        Pairing {
+            key: "tenants300",
+            target: "300 tenants / one tenant (single @64)",
+            goal: 0.8,
+        },
+        Pairing {
+            key: "tenants10k",
+            target: "10,000 tenants / one tenant (single @64)",
+            goal: 0.6,
         },
     ];
 

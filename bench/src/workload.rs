@@ -118,6 +118,7 @@ impl RecentPosts {
             path: super::http_load::SINGLE_PATH,
             body: ring.bodies[at].clone(),
             rows: 1,
+            auth: None,
         })
     }
 }
