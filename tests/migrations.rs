@@ -1,14 +1,19 @@
-//! A database migrated by the earlier text of the migration files (kept in
-//! tests/fixtures/old_migrations/, byte for byte) opens with the current
-//! tally: the files whose comments were reworded are accepted by their
-//! earlier checksums (ledger/src/store/migration_checksums.rs). A checksum
-//! that is neither the earlier nor the current text still stops start-up.
+//! A database migrated by the earlier text of the migration files opens
+//! with the current tally: the files whose comments were reworded are
+//! accepted by their earlier checksums
+//! (ledger/src/store/migration_checksums.rs). A checksum that is neither
+//! the earlier nor the current text still stops start-up.
+//!
+//! tests/fixtures/old_migrations/ holds, byte for byte, the earlier text of
+//! only the reworded files (their old comments are the text whose checksum
+//! is accepted); the earlier set is those files plus the current text of
+//! every other migration up to the last one the fixtures name.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use common::{debit, Engine, Ledger};
@@ -21,6 +26,35 @@ fn migrations_dir(root: &str, engine: &Engine) -> PathBuf {
         .join("..")
         .join(root)
         .join(engine.name())
+}
+
+/// The version a migration file's name starts with (`0005_…` → 5).
+fn version(file: &Path) -> i64 {
+    let name = file.file_name().unwrap().to_str().unwrap();
+    name.split('_').next().unwrap().parse().unwrap()
+}
+
+/// The migration files an earlier tally ran, in a directory of their own:
+/// the reworded files as they were, the others as they are, up to the
+/// last version the fixtures name.
+fn earlier_migrations(engine: &Engine) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures: Vec<PathBuf> =
+        std::fs::read_dir(migrations_dir("tests/fixtures/old_migrations", engine))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+    let last = fixtures.iter().map(|f| version(f)).max().unwrap();
+    for entry in std::fs::read_dir(migrations_dir("migrations", engine)).unwrap() {
+        let current = entry.unwrap().path();
+        if version(&current) <= last {
+            std::fs::copy(&current, dir.path().join(current.file_name().unwrap())).unwrap();
+        }
+    }
+    for earlier in &fixtures {
+        std::fs::copy(earlier, dir.path().join(earlier.file_name().unwrap())).unwrap();
+    }
+    dir
 }
 
 /// Applies the migrations in `dir` the way an earlier tally did.
@@ -68,11 +102,8 @@ async fn stored_checksums(ledger: &Ledger) -> Vec<(i64, Vec<u8>)> {
 
 async fn a_database_migrated_by_the_earlier_files_opens(engine: Engine) {
     let ledger = Ledger::new(engine.clone()).await;
-    apply(
-        &ledger,
-        migrations_dir("tests/fixtures/old_migrations", &engine),
-    )
-    .await;
+    let earlier = earlier_migrations(&engine);
+    apply(&ledger, earlier.path().to_owned()).await;
     let current = Migrator::new(migrations_dir("migrations", &engine))
         .await
         .unwrap();
@@ -107,11 +138,8 @@ async fn a_database_migrated_by_the_earlier_files_opens(engine: Engine) {
 
 async fn an_unknown_checksum_still_stops_start_up(engine: Engine) {
     let ledger = Ledger::new(engine.clone()).await;
-    apply(
-        &ledger,
-        migrations_dir("tests/fixtures/old_migrations", &engine),
-    )
-    .await;
+    let earlier = earlier_migrations(&engine);
+    apply(&ledger, earlier.path().to_owned()).await;
     let zeros = match engine {
         Engine::Sqlite => "zeroblob(48)",
         Engine::Postgres { .. } => "decode(repeat('00', 48), 'hex')",
