@@ -20,6 +20,9 @@ pub struct WriterCounters {
     key_taken: f64,
     look_up_queries: f64,
     keys_looked_up: f64,
+    /// Shared commit rounds, and the groups (or writes decided ahead) in them.
+    rounds: f64,
+    round_groups: f64,
 }
 
 impl WriterCounters {
@@ -38,6 +41,8 @@ impl WriterCounters {
             key_taken: value("tally_writer_groups_key_taken_total"),
             look_up_queries: value("tally_writer_look_up_queries_total"),
             keys_looked_up: value("tally_writer_keys_looked_up_total"),
+            rounds: value("tally_commit_rounds_total"),
+            round_groups: value("tally_commit_round_groups_total"),
         }
     }
 
@@ -51,12 +56,15 @@ impl WriterCounters {
         let taken = later.key_taken - self.key_taken;
         let queries = later.look_up_queries - self.look_up_queries;
         let keys = later.keys_looked_up - self.keys_looked_up;
+        let rounds = later.rounds - self.rounds;
+        let round_groups = later.round_groups - self.round_groups;
         let per_group = |x: f64| if groups > 0.0 { x / groups } else { 0.0 };
         format!(
             "writer: {:.0} groups/s of {:.1} intents, commit {:.2} ms each; \
              answered without a group: {:.0}/s looked up, {:.0}/s from memory; \
              {:.0} groups found a key taken; \
-             look-ups: {:.0} queries/s of {:.1} keys",
+             look-ups: {:.0} queries/s of {:.1} keys; \
+             commits: {:.0} rounds/s of {:.1} groups",
             groups / seconds.max(1e-9),
             per_group(intents),
             per_group(commit) * 1e3,
@@ -65,6 +73,12 @@ impl WriterCounters {
             taken,
             queries / seconds.max(1e-9),
             if queries > 0.0 { keys / queries } else { 0.0 },
+            rounds / seconds.max(1e-9),
+            if rounds > 0.0 {
+                round_groups / rounds
+            } else {
+                0.0
+            },
         )
     }
 }
@@ -94,13 +108,16 @@ mod tests {
              tally_writer_answered_from_recent_total 100\n\
              tally_writer_groups_key_taken_total 3\n\
              tally_writer_look_up_queries_total 40\n\
-             tally_writer_keys_looked_up_total 500\n",
+             tally_writer_keys_looked_up_total 500\n\
+             tally_commit_rounds_total 20\n\
+             tally_commit_round_groups_total 100\n",
         );
         assert_eq!(
             before.describe(&after, 2.0),
             "writer: 50 groups/s of 30.0 intents, commit 3.00 ms each; \
              answered without a group: 250/s looked up, 50/s from memory; \
-             3 groups found a key taken; look-ups: 20 queries/s of 12.5 keys"
+             3 groups found a key taken; look-ups: 20 queries/s of 12.5 keys; \
+             commits: 10 rounds/s of 5.0 groups"
         );
     }
 }

@@ -54,6 +54,9 @@ const SERIES: &[Series] = &[
     series("tally_writer_look_up_queries_total", Kind::Counter, "Queries of the key look-up before the writer; with tally_writer_keys_looked_up_total, the keys each shared."),
     series("tally_writer_keys_looked_up_total", Kind::Counter, "Keys asked for by the look-up before the writer (found or free)."),
     series("tally_writer_answered_from_recent_total", Kind::Counter, "Intents answered from the entries this process recently committed or found (--recent-entries-mib): no writer, no database."),
+    series("tally_commit_rounds_total", Kind::Counter, "Shared rounds committed or attempted: one transaction each, holding the groups of every tenant ready at that moment (--committers)."),
+    series("tally_commit_round_groups_total", Kind::Counter, "Groups (and writes of groups decided ahead) that went into shared rounds; divided by tally_commit_rounds_total, the groups one fsync carries."),
+    series("tally_commit_round_groups_failed_total", Kind::Counter, "Groups of a shared round rolled back to their savepoint (a key taken, the head moved) while the others in the round went on."),
     series("tally_recent_entries", Kind::Gauge, "Committed entries held to answer retries."),
     series("tally_recent_entries_bytes", Kind::Gauge, "Bytes those entries are counted as, against the bound --recent-entries-mib."),
     series("tally_writer_queued_intents", Kind::Gauge, "Intents waiting in or being decided by the tenant writers, summed over tenants."),
@@ -120,6 +123,7 @@ impl LedgerCollector {
             ),
         ];
         let (held, bytes) = writers.recent().size();
+        let rounds = writers.round_stats();
         let depth = writers.queue_depth();
         let pool = writers.storage().pool_stats();
         let plain = [
@@ -158,6 +162,12 @@ impl LedgerCollector {
             (
                 "tally_writer_answered_from_recent_total",
                 load(&stats.answered_from_recent),
+            ),
+            ("tally_commit_rounds_total", load(&rounds.rounds)),
+            ("tally_commit_round_groups_total", load(&rounds.pieces)),
+            (
+                "tally_commit_round_groups_failed_total",
+                load(&rounds.pieces_failed),
             ),
             ("tally_recent_entries", held as f64),
             ("tally_recent_entries_bytes", bytes as f64),

@@ -4,12 +4,13 @@
 
 use crate::decide::Decision;
 use crate::intent::Intent;
-use crate::store::{Fence, GroupTransaction, GroupWrite, Storage};
+use crate::store::{Fence, GroupTransaction, GroupWrite, SharedCommit, Storage};
 use crate::LedgerError;
 
 use super::ahead::ahead;
 use super::memory::WriterMemory;
 use super::run::decide;
+use super::shared::write_ahead_in_round;
 use super::Group;
 
 /// A group's write and commit, ready to run on its own task.
@@ -110,13 +111,16 @@ impl Storage {
     /// memory cannot answer every read. The returned write may start at
     /// once: it waits for the head lock, which the group before holds until
     /// its commit, and writes nothing unless it finds the head where these
-    /// decisions were made. If it fails, `memory` must forget.
+    /// decisions were made. If it fails, `memory` must forget. With
+    /// `commits`, the write goes into the next shared round instead of a
+    /// transaction of its own.
     pub(crate) async fn decide_ahead(
         &self,
         tenant: &str,
         intents: &[&Intent],
         absent: &[bool],
         memory: &mut WriterMemory,
+        commits: Option<&SharedCommit>,
     ) -> Option<DecidedWrite> {
         let group = Group {
             tenant,
@@ -126,11 +130,16 @@ impl Storage {
         let decided = ahead(group, memory).await?;
         let start = decided.start;
         let (storage, tenant) = (self.clone(), tenant.to_owned());
-        let write: PendingWrite = Box::pin(async move {
-            storage
-                .write_ahead(&tenant, decided.start, decided.write.as_ref())
-                .await
-        });
+        let write: PendingWrite = match commits {
+            Some(commits) => {
+                write_ahead_in_round(commits.clone(), tenant, intents.len(), start, decided.write)
+            }
+            None => Box::pin(async move {
+                storage
+                    .write_ahead(&tenant, decided.start, decided.write.as_ref())
+                    .await
+            }),
+        };
         Some(DecidedWrite {
             decisions: decided.decisions,
             write,

@@ -9,6 +9,8 @@
 //!   the entry points the writer calls.
 //! - [`ahead`]: a group decided from the writer's memory alone, on top of
 //!   the group still being written.
+//! - [`shared`]: a group decided or written in a round shared with other
+//!   tenants (`crate::store::SharedCommit`), committed with theirs.
 //! - [`memory`]: what a tenant's writer remembers between its groups;
 //!   [`remember`] teaches it what a group left behind.
 
@@ -19,6 +21,7 @@ mod load;
 mod memory;
 mod remember;
 mod run;
+mod shared;
 
 use crate::decide::Decision;
 use crate::intent::Intent;
@@ -26,6 +29,7 @@ use crate::store::{Fence, GroupWrite};
 
 pub(crate) use commit::{DecidedWrite, PendingWrite};
 pub use memory::{WriterMemory, CONTENDED_FOR, MEMORY_LIMIT};
+pub(crate) use shared::decide_in_round;
 
 /// The intents of one group (see `Storage::commit_group_with`).
 pub(crate) struct Group<'a> {

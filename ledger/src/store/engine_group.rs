@@ -73,6 +73,42 @@ impl GroupTransaction for EngineGroup {
     }
 }
 
+impl EngineGroup {
+    /// Whether a failed statement leaves the transaction usable (SQLite);
+    /// on PostgreSQL it aborts the transaction unless inside a savepoint.
+    pub(crate) fn reads_survive_errors(&self) -> bool {
+        matches!(self.0, Engine::Sqlite(_))
+    }
+
+    /// Writes the groups of distinct tenants (see [`GroupTransaction::write_group`]):
+    /// on SQLite one statement per table for all of them.
+    pub(crate) async fn write_many(&mut self, writes: &[&GroupWrite]) -> Result<(), LedgerError> {
+        match &mut self.0 {
+            Engine::Sqlite(g) => g.write_many(writes).await,
+            Engine::Postgres(g) => {
+                for write in writes {
+                    g.write_group(write).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs one statement `sql` (no parameters, no rows) on the transaction: the
+    /// savepoints of a shared round (`super::shared_commit`).
+    pub(crate) async fn execute(&mut self, sql: &'static str) -> Result<(), LedgerError> {
+        match &mut self.0 {
+            Engine::Sqlite(g) => {
+                sqlx::query(sql).execute(&mut *g.tx).await?;
+            }
+            Engine::Postgres(g) => {
+                sqlx::query(sql).execute(&mut *g.tx).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Storage {
     /// Opens a group transaction; nothing is locked until
     /// [`GroupTransaction::lock_head`].

@@ -17,6 +17,7 @@ mod readiness;
 mod rows;
 mod rules;
 mod shared;
+mod shared_commit;
 mod sqlite;
 mod storage;
 mod transaction;
@@ -29,6 +30,8 @@ pub use rows::{
 };
 pub(crate) use rows::{new_entry_id, now_micros};
 pub use rules::RulesRebuilt;
+pub(crate) use shared_commit::RoundWork;
+pub use shared_commit::{RoundStats, SharedCommit, MAX_ROUND_INTENTS, MAX_ROUND_WORK};
 pub use sqlite::{SqliteStore, SqliteWrite};
 pub use storage::Storage;
-pub(crate) use transaction::{Fence, GroupTransaction, GroupWrite};
+pub(crate) use transaction::{head_moved, Fence, GroupTransaction, GroupWrite};

@@ -125,14 +125,6 @@ impl GroupWrite {
         );
         Ok(())
     }
-
-    /// The absolute balances it writes, borrowed.
-    pub(super) fn balance_rows(&self) -> Vec<(&str, &str, AccountBalance)> {
-        self.balances
-            .iter()
-            .map(|(a, u, b)| (a.as_str(), u.as_str(), b.clone()))
-            .collect()
-    }
 }
 
 /// Writes a group decided ahead from the writer's memory on `tx`: only if the head is still the one it was decided on — the group

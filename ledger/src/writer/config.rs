@@ -26,6 +26,11 @@ pub struct WriterConfig {
     /// Bytes of recently committed entries held to answer retries without
     /// the writer or the database (`crate::recent::RecentEntries`); zero holds none.
     pub recent_entries_bytes: usize,
+    /// Tasks committing the groups of different tenants together, each
+    /// round in one transaction (`crate::store::SharedCommit`). Zero: every
+    /// group commits in a transaction of its own. SQLite has one write
+    /// connection and uses one whatever the number.
+    pub committers: usize,
 }
 
 impl Default for WriterConfig {
@@ -37,6 +42,7 @@ impl Default for WriterConfig {
             idle_after: DEFAULT_IDLE_AFTER,
             skip_look_ups_after: DEFAULT_SKIP_LOOK_UPS_AFTER,
             recent_entries_bytes: DEFAULT_RECENT_ENTRIES_BYTES,
+            committers: DEFAULT_COMMITTERS,
         }
     }
 }
@@ -47,6 +53,9 @@ impl Default for WriterConfig {
 /// does come costs one group decided twice, against the look-up of every
 /// one of these keys it saves.
 pub const DEFAULT_SKIP_LOOK_UPS_AFTER: usize = 1_000;
+
+/// Committers of shared rounds (see [`WriterConfig::committers`]).
+pub const DEFAULT_COMMITTERS: usize = 1;
 
 /// How long a tenant's writer waits for work before it stops.
 pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(60);

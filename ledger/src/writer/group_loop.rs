@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::group::{DecidedWrite, WriterMemory};
+use crate::group::{decide_in_round, DecidedWrite, WriterMemory};
 use crate::intent::Intent;
 use crate::store::Storage;
 use crate::LedgerError;
@@ -34,6 +34,7 @@ pub(super) async fn run(
         config,
         stats,
         key_taken,
+        commits,
     } = stage;
     let finished = Finished {
         storage: &storage,
@@ -139,7 +140,7 @@ pub(super) async fn run(
             None
         } else {
             storage
-                .decide_ahead(&tenant, &intents, &absent, &mut memory)
+                .decide_ahead(&tenant, &intents, &absent, &mut memory, commits.as_ref())
                 .await
         };
         match ahead {
@@ -180,15 +181,17 @@ pub(super) async fn run(
                 }
             }
         }
-        let decided = storage
-            .decide_group(
-                &tenant,
-                &intents,
-                &absent,
-                &mut |i, d| answers.decided(i, d),
-                &mut memory,
-            )
-            .await;
+        let final_now = &mut |i, d: &_| answers.decided(i, d);
+        let decided = match &commits {
+            Some(commits) => {
+                decide_in_round(commits, &tenant, &intents, &absent, final_now, &mut memory).await
+            }
+            None => {
+                storage
+                    .decide_group(&tenant, &intents, &absent, final_now, &mut memory)
+                    .await
+            }
+        };
         drop(intents);
         let DecidedWrite {
             decisions,

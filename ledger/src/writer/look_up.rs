@@ -71,6 +71,7 @@ pub(super) async fn look_up(
         config,
         stats,
         key_taken,
+        commits: _,
     } = stage;
     let mut look_ups = KeyLookUps::new(config.skip_look_ups_after, key_taken);
     let mut in_flight: JoinSet<Option<(usize, usize)>> = JoinSet::new();

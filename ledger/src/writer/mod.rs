@@ -33,9 +33,12 @@ use tokio::sync::oneshot;
 use crate::decide::Decision;
 use crate::intent::Intent;
 use crate::look_ups::KeyTaken;
+use crate::store::SharedCommit;
 use crate::LedgerError;
 
-pub use config::{WriterConfig, DEFAULT_IDLE_AFTER, DEFAULT_SKIP_LOOK_UPS_AFTER};
+pub use config::{
+    WriterConfig, DEFAULT_COMMITTERS, DEFAULT_IDLE_AFTER, DEFAULT_SKIP_LOOK_UPS_AFTER,
+};
 pub use registry::Writers;
 pub use stats::{QueueDepth, WriterStats, COMMIT_MICROS_BOUNDS, GROUP_SIZE_BOUNDS};
 
@@ -59,4 +62,7 @@ struct Stage {
     /// The writer reports a group that found a key taken; the look-up task
     /// then looks keys up again.
     key_taken: KeyTaken,
+    /// The rounds its groups commit in, shared with the other tenants;
+    /// `None`: each group commits in a transaction of its own.
+    commits: Option<SharedCommit>,
 }

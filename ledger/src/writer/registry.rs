@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::look_ups::KeyTaken;
 use crate::recent::RecentEntries;
-use crate::store::Storage;
+use crate::store::{RoundStats, SharedCommit, Storage};
 
 use super::group_loop::run;
 use super::look_up::look_up;
@@ -26,11 +26,19 @@ pub struct Writers {
     pub(super) queues: Arc<Queues>,
     pub(super) stats: Arc<WriterStats>,
     pub(super) recent: Arc<RecentEntries>,
+    pub(super) commits: Option<SharedCommit>,
+    pub(super) round_stats: Arc<RoundStats>,
 }
 
 impl Writers {
+    /// Must be called inside a tokio runtime: it starts the committers.
     pub fn new(storage: Storage, config: WriterConfig) -> Self {
+        let round_stats = Arc::<RoundStats>::default();
+        let commits = (config.committers > 0)
+            .then(|| SharedCommit::start(storage.clone(), config.committers, round_stats.clone()));
         Self {
+            commits,
+            round_stats,
             storage,
             config,
             queues: Arc::default(),
@@ -45,6 +53,11 @@ impl Writers {
 
     pub fn stats(&self) -> &WriterStats {
         &self.stats
+    }
+
+    /// The rounds shared by tenants' groups, and how full they were.
+    pub fn round_stats(&self) -> &RoundStats {
+        &self.round_stats
     }
 
     /// The entries held to answer retries.
@@ -97,6 +110,7 @@ impl Writers {
                     config: self.config,
                     stats: self.stats.clone(),
                     key_taken: key_taken.clone(),
+                    commits: None,
                 },
                 Arc::downgrade(&self.queues),
             ));
@@ -109,6 +123,7 @@ impl Writers {
                     config: self.config,
                     stats: self.stats.clone(),
                     key_taken: key_taken.clone(),
+                    commits: self.commits.clone(),
                 },
             ));
             queues.insert(tenant.to_owned(), TenantQueue { sender, pending });

@@ -5,21 +5,20 @@
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
 
 use super::columns::{entry, ENTRY_COLUMNS, ROWS_PER_INSERT};
-use crate::amount::canonical;
 use crate::balance::AccountBalance;
-use crate::chain::Head;
-use crate::entry::{format_recorded_at, StoredEntry, UsageColumns};
+use crate::entry::StoredEntry;
 use crate::intent::EntryKind;
 use crate::state::{StateKey, StateRow};
 use crate::store::rows::decode_balance;
 use crate::store::rules::RulesRebuilt;
 use crate::store::shared::engine_group;
-use crate::store::transaction::{head_moved, Fence, GroupWrite};
+use crate::store::transaction::{Fence, GroupWrite};
 use crate::LedgerError;
 
 /// What the writer inserts: [`ENTRY_COLUMNS`] and the usage columns of
 /// migration 0005 ([`UsageColumns`]).
-const INSERTED_COLUMNS: &str = "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
+pub(super) const INSERTED_COLUMNS: &str =
+    "tenant_id, seq, id, kind, upstream_id, status, rejection_code, \
     rejection_message, account, debit_account, credit_account, amount, unit, params, \
     fingerprint, recorded_at, balance_after, prev_hash, hash, \
     usage_meter, usage_day, usage_quantity";
@@ -123,93 +122,9 @@ impl SqliteGroup {
         tenant: &str,
     ) -> Result<RulesRebuilt, LedgerError> {
         let (rebuilt, writes) = crate::store::rules::rebuild_sqlite(&mut self.tx, tenant).await?;
-        self.write_records(tenant, &writes).await?;
+        let rows: Vec<(&str, &StateRow)> = writes.iter().map(|r| (tenant, r)).collect();
+        self.write_records(&rows).await?;
         Ok(rebuilt)
-    }
-
-    async fn write_records(&mut self, tenant: &str, rows: &[StateRow]) -> Result<(), LedgerError> {
-        for chunk in rows.chunks(ROWS_PER_INSERT / 2) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) ",
-            );
-            q.push_values(chunk, |mut b, r| {
-                b.push_bind(tenant)
-                    .push_bind(r.kind)
-                    .push_bind(&r.key)
-                    .push_bind(&r.value)
-                    .push_bind(&r.expires_at);
-            });
-            q.push(
-                " ON CONFLICT (tenant_id, kind, key) DO UPDATE SET \
-                 value = excluded.value, expires_at = excluded.expires_at",
-            );
-            q.build().execute(&mut *self.tx).await?;
-        }
-        Ok(())
-    }
-
-    async fn insert_entries(&mut self, entries: &[StoredEntry]) -> Result<(), LedgerError> {
-        for chunk in entries.chunks(ROWS_PER_INSERT / 2) {
-            let mut q =
-                QueryBuilder::<Sqlite>::new(format!("INSERT INTO entries ({INSERTED_COLUMNS}) "));
-            q.push_values(chunk, |mut b, e| {
-                let usage = UsageColumns::of(e);
-                let (meter, day, quantity) = match usage {
-                    Some(u) => (Some(u.meter), Some(u.day), Some(canonical(u.quantity))),
-                    None => (None, None, None),
-                };
-                b.push_bind(&e.tenant_id)
-                    .push_bind(e.seq)
-                    .push_bind(&e.id)
-                    .push_bind(e.kind.as_str())
-                    .push_bind(&e.upstream_id)
-                    .push_bind(e.status.as_str())
-                    .push_bind(&e.rejection_code)
-                    .push_bind(&e.rejection_message)
-                    .push_bind(&e.account)
-                    .push_bind(&e.debit_account)
-                    .push_bind(&e.credit_account)
-                    .push_bind(canonical(e.amount))
-                    .push_bind(&e.unit)
-                    .push_bind(&e.params)
-                    .push_bind(&e.fingerprint)
-                    .push_bind(format_recorded_at(&e.recorded_at))
-                    .push_bind(canonical(e.balance_after))
-                    .push_bind(&e.prev_hash)
-                    .push_bind(&e.hash)
-                    .push_bind(meter)
-                    .push_bind(day)
-                    .push_bind(quantity);
-            });
-            q.build().execute(&mut *self.tx).await?;
-        }
-        Ok(())
-    }
-
-    /// Moves the head from `start` to `head`; fails, for the transaction
-    /// to roll back, if it is not at `start`.
-    async fn write_head(
-        &mut self,
-        tenant: &str,
-        start: &Fence,
-        head: &Head,
-    ) -> Result<(), LedgerError> {
-        let moved = sqlx::query(
-            "UPDATE ledger_heads SET seq = ?, hash = ? \
-             WHERE tenant_id = ? AND seq = ? AND hash = ? AND generation = ?",
-        )
-        .bind(head.seq)
-        .bind(hex::encode(head.hash))
-        .bind(tenant)
-        .bind(start.head.seq)
-        .bind(hex::encode(start.head.hash))
-        .bind(start.generation)
-        .execute(&mut *self.tx)
-        .await?;
-        if moved.rows_affected() != 1 {
-            return Err(head_moved());
-        }
-        Ok(())
     }
 }
 
@@ -300,38 +215,14 @@ impl SqliteGroup {
         tenant: &str,
         rows: &[(&str, &str, AccountBalance)],
     ) -> Result<(), LedgerError> {
-        for chunk in rows.chunks(ROWS_PER_INSERT) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO balances (tenant_id, account, unit, debits, credits, held) ",
-            );
-            q.push_values(chunk, |mut b, (account, unit, bal)| {
-                b.push_bind(tenant)
-                    .push_bind(*account)
-                    .push_bind(*unit)
-                    .push_bind(canonical(bal.debits))
-                    .push_bind(canonical(bal.credits))
-                    .push_bind(canonical(bal.held));
-            });
-            q.push(
-                " ON CONFLICT (tenant_id, account, unit) DO UPDATE SET \
-                 debits = excluded.debits, credits = excluded.credits, held = excluded.held",
-            );
-            q.build().execute(&mut *self.tx).await?;
-        }
-        Ok(())
+        let rows: Vec<_> = rows
+            .iter()
+            .map(|(account, unit, b)| (tenant, *account, *unit, b.clone()))
+            .collect();
+        self.upsert_balance_rows(&rows).await
     }
 
     async fn write_all(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
-        // In-process: statements cost no round trip, so one each. The head
-        // first: a group whose head moved fails before it writes a row.
-        self.write_head(&write.tenant, &write.start, &write.head)
-            .await?;
-        self.insert_entries(&write.entries).await?;
-        self.upsert_balances(&write.tenant, &write.balance_rows())
-            .await?;
-        if !write.records.is_empty() {
-            self.write_records(&write.tenant, &write.records).await?;
-        }
-        Ok(())
+        self.write_many(&[write]).await
     }
 }

@@ -4,6 +4,7 @@
 
 pub(super) mod columns;
 mod group;
+mod group_write;
 mod packed;
 mod wal;
 

@@ -88,7 +88,7 @@ async fn decided_from_memory(
     let DecidedWrite {
         decisions, write, ..
     } = storage
-        .decide_ahead("t", &[&next], &[true], memory)
+        .decide_ahead("t", &[&next], &[true], memory, None)
         .await
         .expect("everything it needs is remembered");
     assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == seq));

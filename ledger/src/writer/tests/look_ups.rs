@@ -54,6 +54,7 @@ async fn look_up_alone(
         config: WriterConfig::default(),
         stats: Arc::default(),
         key_taken: KeyTaken::default(),
+        commits: None,
     };
     let stats = stage.stats.clone();
     let mut answers = Vec::new();

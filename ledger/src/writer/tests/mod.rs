@@ -22,6 +22,7 @@ mod ahead;
 mod look_ups;
 mod recent;
 mod retirement;
+mod shared_rounds;
 mod unlooked;
 
 fn debit(id: &str, amount: &str) -> Intent {

@@ -1,0 +1,131 @@
+//! A tenant's group in a round shared with other tenants
+//! ([`SharedCommit`]): decided under its head lock on the round's
+//! transaction, or written there once decided ahead. The writer sees the
+//! same [`DecidedWrite`] as from a transaction of its own; only the commit
+//! is shared.
+
+use tokio::sync::oneshot;
+
+use crate::decide::Decision;
+use crate::intent::Intent;
+use crate::store::{head_moved, Fence, GroupTransaction, GroupWrite, RoundWork, SharedCommit};
+use crate::LedgerError;
+
+use super::commit::{DecidedWrite, PendingWrite};
+use super::memory::WriterMemory;
+use super::run::decide;
+use super::Group;
+
+/// What a group decided in a round hands back to its writer, before the
+/// round commits: the memory lent to it, and its decisions (with the
+/// indexes of those final before the commit) or why it could not decide.
+type Handed = (
+    WriterMemory,
+    Result<(Vec<Decision>, Fence, Vec<usize>), LedgerError>,
+);
+
+fn committer_stopped() -> LedgerError {
+    LedgerError::Unavailable("the committer stopped before the group ran".to_owned())
+}
+
+/// Like `Storage::decide_group`, in the next shared round: the group is
+/// decided under its head lock on the round's transaction and its rows are
+/// written there; the returned write resolves when the round commits. The
+/// memory is lent to the round and handed back with the decisions.
+pub(crate) async fn decide_in_round(
+    commits: &SharedCommit,
+    tenant: &str,
+    intents: &[&Intent],
+    absent: &[bool],
+    final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+    memory: &mut WriterMemory,
+) -> Result<DecidedWrite, LedgerError> {
+    // Owned copies: the round runs on the committer's task. A copy costs
+    // about a microsecond an intent, against the fsync it shares.
+    let owned: Vec<Intent> = intents.iter().map(|i| (*i).clone()).collect();
+    let absent = absent.to_vec();
+    let lent = std::mem::take(memory);
+    let (hand, handed) = oneshot::channel::<Handed>();
+    let owner = tenant.to_owned();
+    let work: RoundWork = Box::new(move |tx| {
+        Box::pin(async move {
+            let mut memory = lent;
+            let refs: Vec<&Intent> = owned.iter().collect();
+            let group = Group {
+                tenant: &owner,
+                intents: &refs,
+                absent: &absent,
+            };
+            let mut finals = Vec::new();
+            let decided = decide(&mut *tx, group, &mut |i, _| finals.push(i), &mut memory).await;
+            let decided = match decided {
+                Ok(decided) => decided,
+                Err(e) => {
+                    memory.forget();
+                    let shared = e.shared();
+                    let _ = hand.send((memory, Err(e)));
+                    return Err(shared);
+                }
+            };
+            // The decisions go back before the write: a write that fails
+            // reaches the writer through the round's answer, as the write of
+            // a group of its own would.
+            let _ = hand.send((memory, Ok((decided.decisions, decided.start, finals))));
+            Ok(decided.write)
+        })
+    });
+    let committed = commits.submit(tenant, intents.len(), work);
+    match handed.await {
+        Ok((returned, decided)) => {
+            *memory = returned;
+            let (decisions, start, finals) = decided?;
+            for i in finals {
+                final_now(i, &decisions[i]);
+            }
+            let write: PendingWrite =
+                Box::pin(
+                    async move { committed.await.unwrap_or_else(|_| Err(committer_stopped())) },
+                );
+            Ok(DecidedWrite {
+                decisions,
+                write,
+                start,
+            })
+        }
+        // Never run: its round could not begin, or the committer stopped.
+        Err(_) => Err(match committed.await {
+            Ok(Err(e)) => e,
+            _ => committer_stopped(),
+        }),
+    }
+}
+
+/// The write of a group decided ahead, in the round that is next when the
+/// returned future is first polled (after the write before it is done):
+/// only on top of `start`, like `Storage::write_ahead`.
+pub(crate) fn write_ahead_in_round(
+    commits: SharedCommit,
+    tenant: String,
+    intents: usize,
+    start: Fence,
+    write: Option<GroupWrite>,
+) -> PendingWrite {
+    Box::pin(async move {
+        let owner = tenant.clone();
+        let work: RoundWork = Box::new(move |tx| {
+            Box::pin(async move {
+                match write {
+                    // Its write refuses a head that is not `start`.
+                    Some(write) => Ok(Some(write)),
+                    // Its refusals were decided on the state it checks now.
+                    None if tx.lock_head(&owner).await? != start => Err(head_moved()),
+                    None => Ok(None),
+                }
+            })
+        });
+        commits
+            .submit(&tenant, intents, work)
+            .await
+            .unwrap_or_else(|_| Err(committer_stopped()))
+    })
+}

@@ -1,0 +1,341 @@
+//! Group commit across tenants: the groups of different tenants that are
+//! ready at the same moment share one transaction, and so one fsync.
+//!
+//! A tenant's writer already gathers its own requests into groups; with many
+//! tenants each posting now and then, every group held one intent and paid a
+//! transaction and an fsync of its own (SQLite: 1.0 intent a group over 300
+//! tenants against 30 at one tenant). A committer takes every piece of work
+//! waiting when it is free, runs each inside a savepoint of one transaction,
+//! and commits once. Work that fails is rolled back to its savepoint and
+//! told so at once; it never fails the others, which commit without it. A
+//! commit that fails fails every piece of that round, as a failed commit of
+//! its own did before (the outcome is unknown: the writers read again).
+//!
+//! Each tenant keeps its own head, chain and order: the work of one round
+//! locks and moves each tenant's head as a transaction of its own would,
+//! and a tenant's writer hands over its next group only once the round of
+//! the one before has ended. Rounds lock heads in tenant order, so two
+//! committers (or two processes) never wait on each other in a circle.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+use super::engine_group::EngineGroup;
+use super::storage::Storage;
+use super::transaction::{GroupTransaction, GroupWrite};
+use crate::LedgerError;
+
+/// One tenant's part of a round: its reads on the round's transaction,
+/// and the rows it writes, which the round writes (with those of the other
+/// pieces, where the engine allows).
+pub(crate) type RoundWork = Box<
+    dyn for<'t> FnOnce(
+            &'t mut EngineGroup,
+        ) -> Pin<
+            Box<dyn Future<Output = Result<Option<GroupWrite>, LedgerError>> + Send + 't>,
+        > + Send,
+>;
+
+/// Most pieces of work in one round: a round holds its tenants' heads (on
+/// SQLite, the whole database) until it commits, so a round that grew
+/// without bound would make the tenants in the next one wait as long.
+pub const MAX_ROUND_WORK: usize = 256;
+
+/// Most intents in one round, summed over its pieces of work.
+pub const MAX_ROUND_INTENTS: usize = 2_000;
+
+/// The outcome of a piece of work: whether what it wrote is committed.
+pub(crate) type Committed = oneshot::Receiver<Result<(), LedgerError>>;
+
+struct Piece {
+    tenant: String,
+    intents: usize,
+    work: RoundWork,
+    committed: Answer,
+}
+
+/// Hands work to the committers; cloned by every tenant's writer.
+#[derive(Clone)]
+pub struct SharedCommit {
+    queue: mpsc::UnboundedSender<Piece>,
+}
+
+/// Round statistics, for benchmarks and operators.
+#[derive(Debug, Default)]
+pub struct RoundStats {
+    pub rounds: std::sync::atomic::AtomicU64,
+    pub pieces: std::sync::atomic::AtomicU64,
+    /// Pieces rolled back to their savepoint while the rest of their round
+    /// committed.
+    pub pieces_failed: std::sync::atomic::AtomicU64,
+}
+
+impl SharedCommit {
+    /// Starts `committers` tasks, each running one round at a time on its
+    /// own transaction (SQLite has one write connection: one committer).
+    pub fn start(storage: Storage, committers: usize, stats: Arc<RoundStats>) -> Self {
+        let (queue, receiver) = mpsc::unbounded_channel();
+        let receiver = Arc::new(Mutex::new(receiver));
+        let committers = match storage {
+            Storage::Sqlite(_) => 1,
+            Storage::Postgres(_) => committers.max(1),
+        };
+        for _ in 0..committers {
+            tokio::spawn(commit_rounds(
+                storage.clone(),
+                receiver.clone(),
+                stats.clone(),
+            ));
+        }
+        Self { queue }
+    }
+
+    /// Queues `work` of `tenant` (`intents` of them) for the next round;
+    /// the receiver says whether it committed. Dropped unanswered only if
+    /// the committers stopped: then nothing of it committed.
+    pub(crate) fn submit(&self, tenant: &str, intents: usize, work: RoundWork) -> Committed {
+        let (committed, outcome) = oneshot::channel();
+        let piece = Piece {
+            tenant: tenant.to_owned(),
+            intents,
+            work,
+            committed,
+        };
+        if let Err(mpsc::error::SendError(piece)) = self.queue.send(piece) {
+            let _ = piece.committed.send(Err(LedgerError::Unavailable(
+                "the committer has stopped".to_owned(),
+            )));
+        }
+        outcome
+    }
+}
+
+async fn commit_rounds(
+    storage: Storage,
+    queue: Arc<Mutex<mpsc::UnboundedReceiver<Piece>>>,
+    stats: Arc<RoundStats>,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    loop {
+        let mut round = {
+            let mut queue = queue.lock().await;
+            let Some(first) = queue.recv().await else {
+                return;
+            };
+            let mut intents = first.intents;
+            let mut round = vec![first];
+            while round.len() < MAX_ROUND_WORK && intents < MAX_ROUND_INTENTS {
+                match queue.try_recv() {
+                    Ok(piece) => {
+                        intents += piece.intents;
+                        round.push(piece);
+                    }
+                    Err(_) => break,
+                }
+            }
+            round
+        };
+        // A tenant's writer has at most one piece waiting here, so the sort
+        // is the lock order across tenants and keeps each tenant's place.
+        round.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+        stats.rounds.fetch_add(1, Relaxed);
+        stats.pieces.fetch_add(round.len() as u64, Relaxed);
+        let failed = run_round(&storage, round).await;
+        stats.pieces_failed.fetch_add(failed, Relaxed);
+    }
+}
+
+/// Runs one round and answers each piece; returns how many pieces were
+/// rolled back while the round went on.
+async fn run_round(storage: &Storage, round: Vec<Piece>) -> u64 {
+    let mut tx = match storage.begin_group().await {
+        Ok(tx) => tx,
+        Err(e) => {
+            fail_all(round.into_iter().map(|p| p.committed), &e);
+            return 0;
+        }
+    };
+    let outcome = if tx.reads_survive_errors() {
+        reads_then_writes(&mut tx, round).await
+    } else {
+        piece_by_piece(&mut tx, round).await
+    };
+    let (done, failed) = match outcome {
+        Ok(outcome) => outcome,
+        Err((answers, e)) => {
+            fail_all(answers.into_iter(), &e);
+            return 0;
+        }
+    };
+    match GroupTransaction::commit(tx).await {
+        Ok(()) => {
+            for piece in done {
+                let _ = piece.send(Ok(()));
+            }
+        }
+        Err(e) => fail_all(done.into_iter(), &e),
+    }
+    failed
+}
+
+type Answer = oneshot::Sender<Result<(), LedgerError>>;
+
+/// What a round left to commit (the pieces to tell once it has), and how
+/// many pieces failed on their own; or the failure that fails the round,
+/// with every piece still to be told: the transaction is then rolled back.
+type Outcome = Result<(Vec<Answer>, u64), (Vec<Answer>, LedgerError)>;
+
+/// SQLite: a failed statement leaves the transaction usable, and the reads
+/// write nothing a failed piece must take back (a head row at seq 0 at
+/// most, which locking the head creates anyway). So every piece reads and
+/// decides first, and then the writes of all go out together, one
+/// statement per table ([`EngineGroup::write_many`]). Should they fail, they
+/// are written again piece by piece, each in a savepoint, and only the
+/// pieces that fail alone are refused.
+async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
+    let mut writes = Vec::with_capacity(round.len());
+    let mut done = Vec::with_capacity(round.len());
+    let mut failed = 0;
+    for piece in round {
+        match (piece.work)(tx).await {
+            Ok(Some(write)) => writes.push((write, piece.committed)),
+            Ok(None) => done.push(piece.committed),
+            Err(e) => {
+                failed += 1;
+                let _ = piece.committed.send(Err(e));
+            }
+        }
+    }
+    let all: Vec<&GroupWrite> = writes.iter().map(|(w, _)| w).collect();
+    if writes.len() == 1 && done.is_empty() {
+        // Alone in its round: a failure rolls back the transaction itself.
+        let written = tx.write_many(&all).await;
+        let (_, answer) = writes.pop().expect("one write, just counted");
+        return match written {
+            Ok(()) => Ok((vec![answer], failed)),
+            Err(e) => {
+                let _ = answer.send(Err(e));
+                Err((Vec::new(), rolled_back()))
+            }
+        };
+    }
+    if all.is_empty() {
+        return Ok((done, failed));
+    }
+    let together = match savepoint(tx).await {
+        Ok(()) => tx.write_many(&all).await,
+        Err(e) => return Err((answers(writes, done), e)),
+    };
+    drop(all);
+    if together.is_ok() {
+        if let Err(e) = tx.execute("RELEASE SAVEPOINT piece").await {
+            return Err((answers(writes, done), e));
+        }
+        done.extend(writes.into_iter().map(|(_, answer)| answer));
+        return Ok((done, failed));
+    }
+    if let Err(e) = undo(tx).await {
+        return Err((answers(writes, done), e));
+    }
+    let mut writes = writes.into_iter();
+    while let Some((write, answer)) = writes.next() {
+        let written = match savepoint(tx).await {
+            Ok(()) => tx.write_many(&[&write]).await,
+            Err(e) => {
+                let rest = std::iter::once(answer).chain(writes.map(|(_, a)| a));
+                return Err((rest.chain(done).collect(), e));
+            }
+        };
+        let ended = match written {
+            Ok(()) => {
+                done.push(answer);
+                tx.execute("RELEASE SAVEPOINT piece").await
+            }
+            Err(e) => {
+                failed += 1;
+                let _ = answer.send(Err(e));
+                undo(tx).await
+            }
+        };
+        if let Err(e) = ended {
+            return Err((writes.map(|(_, a)| a).chain(done).collect(), e));
+        }
+    }
+    Ok((done, failed))
+}
+
+/// PostgreSQL: a failed statement aborts the whole transaction unless it
+/// ran inside a savepoint. So each piece reads, decides and writes inside
+/// a savepoint of its own (none when it is alone in its round).
+async fn piece_by_piece(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
+    let alone = round.len() == 1;
+    let mut done = Vec::with_capacity(round.len());
+    let mut failed = 0;
+    let mut pieces = round.into_iter();
+    while let Some(piece) = pieces.next() {
+        if !alone {
+            if let Err(e) = savepoint(tx).await {
+                let rest = std::iter::once(piece.committed).chain(pieces.map(|p| p.committed));
+                return Err((rest.chain(done).collect(), e));
+            }
+        }
+        let written = match (piece.work)(tx).await {
+            Ok(Some(write)) => tx.write_many(&[&write]).await,
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        let ended = match written {
+            Ok(()) => {
+                done.push(piece.committed);
+                match alone {
+                    true => Ok(()),
+                    false => tx.execute("RELEASE SAVEPOINT piece").await,
+                }
+            }
+            Err(e) => {
+                let _ = piece.committed.send(Err(e));
+                if alone {
+                    return Err((Vec::new(), rolled_back()));
+                }
+                failed += 1;
+                undo(tx).await
+            }
+        };
+        if let Err(e) = ended {
+            return Err((pieces.map(|p| p.committed).chain(done).collect(), e));
+        }
+    }
+    Ok((done, failed))
+}
+
+/// The piece alone in its round failed: its round is rolled back whole.
+fn rolled_back() -> LedgerError {
+    LedgerError::Unavailable("the round's only piece failed".to_owned())
+}
+
+async fn savepoint(tx: &mut EngineGroup) -> Result<(), LedgerError> {
+    tx.execute("SAVEPOINT piece").await
+}
+
+/// Takes back what was written since the last savepoint, and ends it.
+async fn undo(tx: &mut EngineGroup) -> Result<(), LedgerError> {
+    tx.execute("ROLLBACK TO SAVEPOINT piece").await?;
+    tx.execute("RELEASE SAVEPOINT piece").await
+}
+
+fn answers(writes: Vec<(GroupWrite, Answer)>, done: Vec<Answer>) -> Vec<Answer> {
+    writes.into_iter().map(|(_, a)| a).chain(done).collect()
+}
+
+fn fail_all(pieces: impl Iterator<Item = Answer>, e: &LedgerError) {
+    for piece in pieces {
+        let _ = piece.send(Err(e.shared()));
+    }
+}
+
+#[cfg(test)]
+#[path = "shared_commit_tests.rs"]
+mod tests;

@@ -1,0 +1,95 @@
+//! Rounds shared by tenants: one commit for all, and a piece that fails
+//! takes nothing of the others with it. Both engines.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use rust_decimal::Decimal;
+
+use super::*;
+use crate::balance::AccountBalance;
+use crate::store::GroupTransaction;
+use crate::test_databases::TestDb;
+
+/// How a piece of [`set_balance`] ends.
+#[derive(Clone, Copy, PartialEq)]
+enum Ends {
+    /// Its write is good.
+    Writes,
+    /// Its write expects a head that is not there: the write fails.
+    WritesOnAMovedHead,
+    /// It fails before it has anything to write.
+    FailsFirst,
+}
+
+/// A piece that locks `tenant`'s head and writes its balance of `acct`
+/// as `debits`, leaving the head where it is.
+fn set_balance(tenant: &'static str, debits: i64, ends: Ends) -> RoundWork {
+    Box::new(move |tx| {
+        Box::pin(async move {
+            let mut start = tx.lock_head(tenant).await?;
+            if ends == Ends::FailsFirst {
+                return Err(LedgerError::Unavailable("this piece fails".to_owned()));
+            }
+            let head = start.head;
+            if ends == Ends::WritesOnAMovedHead {
+                start.generation += 1;
+            }
+            let balance = AccountBalance {
+                debits: Decimal::from(debits),
+                ..AccountBalance::default()
+            };
+            Ok(Some(GroupWrite {
+                tenant: tenant.to_owned(),
+                entries: Vec::new(),
+                balances: vec![("acct".to_owned(), "USD".to_owned(), balance)],
+                records: Vec::new(),
+                start,
+                head,
+            }))
+        })
+    })
+}
+
+async fn debits(storage: &Storage, tenant: &str) -> Option<Decimal> {
+    let balances = storage.stored_balances(tenant).await.unwrap();
+    balances.get("acct", "USD").map(|b| b.debits)
+}
+
+/// Pieces queued together share one round. The ones that fail (one
+/// before it writes, one whose write is refused) are told so and leave
+/// nothing; the others commit, in one round.
+#[tokio::test(flavor = "current_thread")]
+async fn a_failing_piece_leaves_nothing_and_the_rest_of_its_round_commits() {
+    for db in TestDb::every_engine(4).await {
+        let stats = Arc::new(RoundStats::default());
+        let commits = SharedCommit::start(db.storage.clone(), 2, stats.clone());
+        // Queued before the committer first runs (one thread): one round.
+        let a = commits.submit("a", 1, set_balance("a", 5, Ends::Writes));
+        let b = commits.submit("b", 1, set_balance("b", 7, Ends::WritesOnAMovedHead));
+        let c = commits.submit("c", 1, set_balance("c", 9, Ends::Writes));
+        let d = commits.submit("d", 1, set_balance("d", 3, Ends::FailsFirst));
+        let e = commits.submit("e", 1, set_balance("e", 1, Ends::Writes));
+        let engine = db.engine();
+        assert!(a.await.unwrap().is_ok(), "{engine}");
+        assert!(b.await.unwrap().is_err(), "{engine}");
+        assert!(c.await.unwrap().is_ok(), "{engine}");
+        assert!(d.await.unwrap().is_err(), "{engine}");
+        assert!(e.await.unwrap().is_ok(), "{engine}");
+        assert_eq!(stats.rounds.load(Relaxed), 1, "{engine}");
+        assert_eq!(stats.pieces.load(Relaxed), 5);
+        assert_eq!(stats.pieces_failed.load(Relaxed), 2, "{engine}");
+        assert_eq!(debits(&db.storage, "a").await, Some(Decimal::from(5)));
+        assert_eq!(debits(&db.storage, "b").await, None, "{engine}");
+        assert_eq!(debits(&db.storage, "c").await, Some(Decimal::from(9)));
+        assert_eq!(debits(&db.storage, "d").await, None, "{engine}");
+        assert_eq!(debits(&db.storage, "e").await, Some(Decimal::from(1)));
+
+        // Alone in its round, a piece whose write is refused leaves nothing.
+        let b = commits.submit("b", 1, set_balance("b", 7, Ends::WritesOnAMovedHead));
+        assert!(b.await.unwrap().is_err());
+        assert_eq!(debits(&db.storage, "b").await, None, "{engine}");
+        db.remove().await;
+    }
+}
