@@ -213,14 +213,17 @@ async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
     if writes.len() == 1 && done.is_empty() {
         // Alone in its round: a failure rolls back the transaction itself.
         let written = tx.write_many(&all).await;
-        let (_, answer) = writes.pop().expect("one write, just counted");
-        return match written {
-            Ok(()) => Ok((vec![answer], failed)),
-            Err(e) => {
-                let _ = answer.send(Err(e));
-                Err((Vec::new(), rolled_back()))
-            }
-        };
+        drop(all);
+        if let Some((_, answer)) = writes.pop() {
+            return match written {
+                Ok(()) => Ok((vec![answer], failed)),
+                Err(e) => {
+                    let _ = answer.send(Err(e));
+                    Err((Vec::new(), rolled_back()))
+                }
+            };
+        }
+        return Ok((done, failed));
     }
     if all.is_empty() {
         return Ok((done, failed));
