@@ -8,7 +8,11 @@ use tokio::sync::oneshot;
 
 use crate::decide::Decision;
 use crate::intent::Intent;
-use crate::store::{head_moved, Fence, GroupTransaction, GroupWrite, RoundWork, SharedCommit};
+use crate::names::is_system_account;
+use crate::state::StateKey;
+use crate::store::{
+    head_moved, Fence, GroupTransaction, GroupWrite, ReadAhead, RoundWork, SharedCommit,
+};
 use crate::LedgerError;
 
 use super::commit::{DecidedWrite, PendingWrite};
@@ -47,7 +51,8 @@ pub(crate) async fn decide_in_round(
     let lent = std::mem::take(memory);
     let (hand, handed) = oneshot::channel::<Handed>();
     let owner = tenant.to_owned();
-    let work: RoundWork = Box::new(move |tx| {
+    let reads = read_ahead(tenant, intents, &lent);
+    let work: RoundWork = Box::new(move |mut tx| {
         Box::pin(async move {
             let mut memory = lent;
             let refs: Vec<&Intent> = owned.iter().collect();
@@ -57,7 +62,7 @@ pub(crate) async fn decide_in_round(
                 absent: &absent,
             };
             let mut finals = Vec::new();
-            let decided = decide(&mut *tx, group, &mut |i, _| finals.push(i), &mut memory).await;
+            let decided = decide(&mut tx, group, &mut |i, _| finals.push(i), &mut memory).await;
             let decided = match decided {
                 Ok(decided) => decided,
                 Err(e) => {
@@ -74,7 +79,7 @@ pub(crate) async fn decide_in_round(
             Ok(decided.write)
         })
     });
-    let committed = commits.submit(tenant, intents.len(), work);
+    let committed = commits.submit(tenant, intents.len(), Some(reads), work);
     match handed.await {
         Ok((returned, decided)) => {
             *memory = returned;
@@ -112,7 +117,7 @@ pub(crate) fn write_ahead_in_round(
 ) -> PendingWrite {
     Box::pin(async move {
         let owner = tenant.clone();
-        let work: RoundWork = Box::new(move |tx| {
+        let work: RoundWork = Box::new(move |mut tx| {
             Box::pin(async move {
                 match write {
                     // Its write refuses a head that is not `start`.
@@ -124,8 +129,36 @@ pub(crate) fn write_ahead_in_round(
             })
         });
         commits
-            .submit(&tenant, intents, work)
+            .submit(&tenant, intents, None, work)
             .await
             .unwrap_or_else(|_| Err(committer_stopped()))
     })
+}
+
+/// What a group of `intents` will read that `memory` does not hold: the
+/// balances and settings of the accounts its intents name (those of holds,
+/// refunds and reversals are found only while deciding, and read then).
+fn read_ahead(tenant: &str, intents: &[&Intent], memory: &WriterMemory) -> ReadAhead {
+    let mut accounts: Vec<String> = intents
+        .iter()
+        .flat_map(|i| i.named_accounts())
+        .filter(|a| memory.balances_of(a).is_none())
+        .map(str::to_owned)
+        .collect();
+    accounts.sort_unstable();
+    accounts.dedup();
+    let mut records: Vec<StateKey> = intents
+        .iter()
+        .flat_map(|i| i.named_accounts())
+        .filter(|a| !is_system_account(a))
+        .map(|a| StateKey::Account(a.to_owned()))
+        .filter(|k| memory.record(k).is_none())
+        .collect();
+    records.sort_unstable();
+    records.dedup();
+    ReadAhead {
+        tenant: tenant.to_owned(),
+        accounts,
+        records,
+    }
 }

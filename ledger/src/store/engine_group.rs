@@ -1,6 +1,7 @@
 //! A group transaction of either engine, and how [`Storage`] opens one.
 
 use super::postgres::PgGroup;
+use super::read_ahead::{ReadAhead, ReadAheadRows};
 use super::sqlite::SqliteGroup;
 use super::storage::Storage;
 use super::transaction::{write_ahead, Fence, GroupTransaction, GroupWrite};
@@ -78,6 +79,20 @@ impl EngineGroup {
     /// on PostgreSQL it aborts the transaction unless inside a savepoint.
     pub(crate) fn reads_survive_errors(&self) -> bool {
         matches!(self.0, Engine::Sqlite(_))
+    }
+
+    /// Reads ahead for the pieces of a round (`super::read_ahead`): on
+    /// SQLite every head, balance and record they ask for, one statement
+    /// per table; on PostgreSQL nothing (each piece reads inside its own
+    /// savepoint).
+    pub(crate) async fn read_ahead(
+        &mut self,
+        asks: &[&ReadAhead],
+    ) -> Result<Vec<ReadAheadRows>, LedgerError> {
+        match &mut self.0 {
+            Engine::Sqlite(g) => g.read_ahead(asks).await,
+            Engine::Postgres(_) => Ok(asks.iter().map(|_| ReadAheadRows::default()).collect()),
+        }
     }
 
     /// Writes the groups of distinct tenants (see [`GroupTransaction::write_group`]):

@@ -13,6 +13,7 @@ mod engine_group;
 mod log;
 mod migration_checksums;
 mod postgres;
+mod read_ahead;
 mod readiness;
 mod rows;
 mod rules;
@@ -24,6 +25,7 @@ mod transaction;
 
 pub use log::{EngineRef, LockedConnection, TenantLock};
 pub use postgres::PostgresStore;
+pub(crate) use read_ahead::ReadAhead;
 pub use rows::{
     fold_hold_row, hold_rows_sql, parse_decimal, AccountRange, BalanceRow, EntryFilter, PoolStats,
     DEFAULT_POOL_SIZE, LOG_PAGE,

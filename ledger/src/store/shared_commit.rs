@@ -24,16 +24,18 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 use super::engine_group::EngineGroup;
+use super::read_ahead::{PieceTx, ReadAhead, ReadAheadRows};
 use super::storage::Storage;
 use super::transaction::{GroupTransaction, GroupWrite};
 use crate::LedgerError;
 
-/// One tenant's part of a round: its reads on the round's transaction,
-/// and the rows it writes, which the round writes (with those of the other
-/// pieces, where the engine allows).
+/// One tenant's part of a round: its reads on the round's transaction
+/// (answered from what the round read ahead where they can be), and the
+/// rows it writes, which the round writes (with those of the other pieces,
+/// where the engine allows).
 pub(crate) type RoundWork = Box<
     dyn for<'t> FnOnce(
-            &'t mut EngineGroup,
+            PieceTx<'t>,
         ) -> Pin<
             Box<dyn Future<Output = Result<Option<GroupWrite>, LedgerError>> + Send + 't>,
         > + Send,
@@ -53,6 +55,7 @@ pub(crate) type Committed = oneshot::Receiver<Result<(), LedgerError>>;
 struct Piece {
     tenant: String,
     intents: usize,
+    reads: Option<ReadAhead>,
     work: RoundWork,
     committed: Answer,
 }
@@ -93,14 +96,22 @@ impl SharedCommit {
         Self { queue }
     }
 
-    /// Queues `work` of `tenant` (`intents` of them) for the next round;
+    /// Queues `work` of `tenant` (`intents` of them, reading what `reads`
+    /// says, if it knows) for the next round;
     /// the receiver says whether it committed. Dropped unanswered only if
     /// the committers stopped: then nothing of it committed.
-    pub(crate) fn submit(&self, tenant: &str, intents: usize, work: RoundWork) -> Committed {
+    pub(crate) fn submit(
+        &self,
+        tenant: &str,
+        intents: usize,
+        reads: Option<ReadAhead>,
+        work: RoundWork,
+    ) -> Committed {
         let (committed, outcome) = oneshot::channel();
         let piece = Piece {
             tenant: tenant.to_owned(),
             intents,
+            reads,
             work,
             committed,
         };
@@ -196,11 +207,26 @@ type Outcome = Result<(Vec<Answer>, u64), (Vec<Answer>, LedgerError)>;
 /// are written again piece by piece, each in a savepoint, and only the
 /// pieces that fail alone are refused.
 async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
+    let asks: Vec<&ReadAhead> = round.iter().filter_map(|p| p.reads.as_ref()).collect();
+    let read: Vec<ReadAheadRows> = if asks.is_empty() {
+        Vec::new()
+    } else {
+        match tx.read_ahead(&asks).await {
+            Ok(read) => read,
+            Err(e) => return Err((round.into_iter().map(|p| p.committed).collect(), e)),
+        }
+    };
+    let mut read = read.into_iter();
     let mut writes = Vec::with_capacity(round.len());
     let mut done = Vec::with_capacity(round.len());
     let mut failed = 0;
     for piece in round {
-        match (piece.work)(tx).await {
+        // The asks were taken in round order: a piece that asked gets its rows.
+        let rows = match piece.reads {
+            Some(_) => read.next().unwrap_or_default(),
+            None => ReadAheadRows::default(),
+        };
+        match (piece.work)(PieceTx { tx, rows }).await {
             Ok(Some(write)) => writes.push((write, piece.committed)),
             Ok(None) => done.push(piece.committed),
             Err(e) => {
@@ -285,7 +311,11 @@ async fn piece_by_piece(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
                 return Err((rest.chain(done).collect(), e));
             }
         }
-        let written = match (piece.work)(tx).await {
+        let piece_tx = PieceTx {
+            tx,
+            rows: ReadAheadRows::default(),
+        };
+        let written = match (piece.work)(piece_tx).await {
             Ok(Some(write)) => tx.write_many(&[&write]).await,
             Ok(None) => Ok(()),
             Err(e) => Err(e),

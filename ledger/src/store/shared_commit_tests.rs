@@ -26,7 +26,7 @@ enum Ends {
 /// A piece that locks `tenant`'s head and writes its balance of `acct`
 /// as `debits`, leaving the head where it is.
 fn set_balance(tenant: &'static str, debits: i64, ends: Ends) -> RoundWork {
-    Box::new(move |tx| {
+    Box::new(move |mut tx| {
         Box::pin(async move {
             let mut start = tx.lock_head(tenant).await?;
             if ends == Ends::FailsFirst {
@@ -66,11 +66,11 @@ async fn a_failing_piece_leaves_nothing_and_the_rest_of_its_round_commits() {
         let stats = Arc::new(RoundStats::default());
         let commits = SharedCommit::start(db.storage.clone(), 2, stats.clone());
         // Queued before the committer first runs (one thread): one round.
-        let a = commits.submit("a", 1, set_balance("a", 5, Ends::Writes));
-        let b = commits.submit("b", 1, set_balance("b", 7, Ends::WritesOnAMovedHead));
-        let c = commits.submit("c", 1, set_balance("c", 9, Ends::Writes));
-        let d = commits.submit("d", 1, set_balance("d", 3, Ends::FailsFirst));
-        let e = commits.submit("e", 1, set_balance("e", 1, Ends::Writes));
+        let a = commits.submit("a", 1, None, set_balance("a", 5, Ends::Writes));
+        let b = commits.submit("b", 1, None, set_balance("b", 7, Ends::WritesOnAMovedHead));
+        let c = commits.submit("c", 1, None, set_balance("c", 9, Ends::Writes));
+        let d = commits.submit("d", 1, None, set_balance("d", 3, Ends::FailsFirst));
+        let e = commits.submit("e", 1, None, set_balance("e", 1, Ends::Writes));
         let engine = db.engine();
         assert!(a.await.unwrap().is_ok(), "{engine}");
         assert!(b.await.unwrap().is_err(), "{engine}");
@@ -87,7 +87,7 @@ async fn a_failing_piece_leaves_nothing_and_the_rest_of_its_round_commits() {
         assert_eq!(debits(&db.storage, "e").await, Some(Decimal::from(1)));
 
         // Alone in its round, a piece whose write is refused leaves nothing.
-        let b = commits.submit("b", 1, set_balance("b", 7, Ends::WritesOnAMovedHead));
+        let b = commits.submit("b", 1, None, set_balance("b", 7, Ends::WritesOnAMovedHead));
         assert!(b.await.unwrap().is_err());
         assert_eq!(debits(&db.storage, "b").await, None, "{engine}");
         db.remove().await;

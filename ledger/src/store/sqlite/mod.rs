@@ -6,6 +6,7 @@ pub(super) mod columns;
 mod group;
 mod group_write;
 mod packed;
+mod read_ahead;
 mod wal;
 
 use std::str::FromStr;
