@@ -254,7 +254,7 @@ async fn every_setting_is_listed_by_help_with_its_env_var_and_default() {
             "TALLY_RECENT_ENTRIES_MIB",
             Some("64"),
         ),
-        ("--committers", "TALLY_COMMITTERS", Some("1")),
+        ("--committers", "TALLY_COMMITTERS", None),
         ("--key-recheck-ms", "TALLY_KEY_RECHECK_MS", Some("10000")),
         ("--pool-size", "TALLY_POOL_SIZE", Some("16")),
         ("--hold-sweep-ms", "TALLY_HOLD_SWEEP_MS", Some("1000")),

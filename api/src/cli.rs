@@ -104,10 +104,11 @@ pub struct ServeArgs {
     pub recent_entries_mib: u32,
     /// Tasks that commit the groups of different tenants together, one
     /// transaction (and one fsync) a round; 0 commits every group alone.
-    /// SQLite has one write connection and uses one whatever the number.
-    #[arg(long, env = "TALLY_COMMITTERS", default_value_t = 1,
+    /// Default: 1 on SQLite (which uses one whatever the number), 0 on
+    /// PostgreSQL.
+    #[arg(long, env = "TALLY_COMMITTERS",
           value_parser = clap::value_parser!(u32).range(0..=64))]
-    pub committers: u32,
+    pub committers: Option<u32>,
     /// Milliseconds an API key found in the database is trusted before it
     /// is looked up again: the longest a revoked (deleted) key keeps working.
     #[arg(long, env = "TALLY_KEY_RECHECK_MS", default_value_t = 10_000,

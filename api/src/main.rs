@@ -219,7 +219,7 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             idle_after: std::time::Duration::from_millis(args.writer_idle_ms),
             skip_look_ups_after: args.skip_look_ups_after as usize,
             recent_entries_bytes: args.recent_entries_mib as usize * 1024 * 1024,
-            committers: args.committers as usize,
+            committers: args.committers.map(|c| c as usize),
         },
     )
     .with_signer(signer)

@@ -9,6 +9,8 @@ mod engine;
 mod http_load;
 mod preload;
 mod raw;
+mod raw_minimal;
+mod raw_sweep;
 mod report;
 mod scenarios;
 mod server;

@@ -28,24 +28,26 @@ pub struct RawDb {
     pool: RawPool,
     /// The next seq: rows go into the copied ledger after its last entry.
     next_seq: Arc<AtomicI64>,
+    /// The minimal work ([`crate::raw_minimal`]) instead of tally's tables.
+    minimal: bool,
 }
 
 #[derive(Clone)]
-enum RawPool {
+pub(crate) enum RawPool {
     Sqlite(SqlitePool),
     Postgres(PgPool),
 }
 
 /// The tenant whose ledger tally-bench preloads, and whose copy the raw
 /// rows extend.
-const TENANT: &str = "bench";
+pub(crate) const TENANT: &str = "bench";
 
-struct RawRow {
+pub(crate) struct RawRow {
     id: String,
-    upstream_id: String,
-    account: String,
+    pub(crate) upstream_id: String,
+    pub(crate) account: String,
     counter: String,
-    amount: Decimal,
+    pub(crate) amount: Decimal,
     params: String,
     fingerprint: String,
     prev_hash: String,
@@ -87,76 +89,113 @@ fn deltas(rows: &[RawRow]) -> BTreeMap<&str, (Decimal, Decimal)> {
     d
 }
 
-impl RawDb {
-    /// Copies tally's `entries` and `balances` (schema, indexes, rows) into
-    /// `raw_entries` and `raw_balances` on the database at `url`.
-    pub async fn open(url: &str, connections: u32) -> anyhow::Result<Self> {
-        let (pool, last_seq) = if url.starts_with("postgres") {
-            let pool = PgPoolOptions::new()
+/// Connects `connections` connections to `url` as the raw client does:
+/// for SQLite WAL and `synchronous=FULL`, as tally runs it.
+async fn connect(url: &str, connections: u32) -> anyhow::Result<RawPool> {
+    Ok(if url.starts_with("postgres") {
+        RawPool::Postgres(
+            PgPoolOptions::new()
                 .max_connections(connections)
                 .connect(url)
-                .await?;
-            sqlx::raw_sql(
-                "CREATE TABLE raw_entries (LIKE entries INCLUDING ALL);
-                 INSERT INTO raw_entries SELECT * FROM entries;
-                 CREATE TABLE raw_balances (LIKE balances INCLUDING ALL);
-                 INSERT INTO raw_balances SELECT * FROM balances;",
-            )
-            .execute(&pool)
-            .await?;
-            // As tally's tables are after autovacuum (VACUUM cannot run in
-            // the implicit transaction of a multi-statement string).
-            for table in ["raw_entries", "raw_balances"] {
-                sqlx::query(&format!("VACUUM ANALYZE {table}"))
-                    .execute(&pool)
-                    .await?;
-            }
-            let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM raw_entries")
-                .fetch_one(&pool)
-                .await?;
-            (RawPool::Postgres(pool), last.unwrap_or(0))
-        } else {
-            let options = SqliteConnectOptions::from_str(url)?
-                .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Full)
-                .busy_timeout(Duration::from_secs(60));
-            let pool = SqlitePoolOptions::new()
+                .await?,
+        )
+    } else {
+        let options = SqliteConnectOptions::from_str(url)?
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(60));
+        RawPool::Sqlite(
+            SqlitePoolOptions::new()
                 .max_connections(connections)
                 .connect_with(options)
+                .await?,
+        )
+    })
+}
+
+impl RawDb {
+    /// Copies tally's `entries` and `balances` (schema, indexes, rows) into
+    /// `raw_entries` and `raw_balances` on the database at `url`, and
+    /// creates the two tables of the minimal work ([`crate::raw_minimal`]).
+    pub async fn open(url: &str, connections: u32) -> anyhow::Result<Self> {
+        let pool = connect(url, connections).await?;
+        let last_seq = match &pool {
+            RawPool::Postgres(pool) => {
+                sqlx::raw_sql(
+                    "CREATE TABLE raw_entries (LIKE entries INCLUDING ALL);
+                     INSERT INTO raw_entries SELECT * FROM entries;
+                     CREATE TABLE raw_balances (LIKE balances INCLUDING ALL);
+                     INSERT INTO raw_balances SELECT * FROM balances;",
+                )
+                .execute(pool)
                 .await?;
-            // SQLite has no CREATE TABLE … LIKE: replay tally's own DDL of
-            // the two tables and their indexes under the new names.
-            let ddl: Vec<String> = sqlx::query_scalar(
-                "SELECT sql FROM sqlite_master WHERE tbl_name IN ('entries', 'balances') \
-                 AND type IN ('table', 'index') AND sql IS NOT NULL ORDER BY type DESC",
-            )
-            .fetch_all(&pool)
-            .await?;
-            let mut tx = pool.begin().await?;
-            for statement in &ddl {
-                sqlx::raw_sql(&rename_tables(statement))
-                    .execute(&mut *tx)
+                // As tally's tables are after autovacuum (VACUUM cannot run
+                // in the implicit transaction of a multi-statement string).
+                for table in ["raw_entries", "raw_balances"] {
+                    sqlx::query(&format!("VACUUM ANALYZE {table}"))
+                        .execute(pool)
+                        .await?;
+                }
+                let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM raw_entries")
+                    .fetch_one(pool)
                     .await?;
+                last
             }
-            sqlx::raw_sql(
-                "INSERT INTO raw_entries SELECT * FROM entries;
-                 INSERT INTO raw_balances SELECT * FROM balances;",
-            )
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM raw_entries")
-                .fetch_one(&pool)
+            RawPool::Sqlite(pool) => {
+                // SQLite has no CREATE TABLE … LIKE: replay tally's own DDL
+                // of the two tables and their indexes under the new names.
+                let ddl: Vec<String> = sqlx::query_scalar(
+                    "SELECT sql FROM sqlite_master WHERE tbl_name IN ('entries', 'balances') \
+                     AND type IN ('table', 'index') AND sql IS NOT NULL ORDER BY type DESC",
+                )
+                .fetch_all(pool)
                 .await?;
-            (RawPool::Sqlite(pool), last.unwrap_or(0))
+                let mut tx = pool.begin().await?;
+                for statement in &ddl {
+                    sqlx::raw_sql(&rename_tables(statement))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                sqlx::raw_sql(
+                    "INSERT INTO raw_entries SELECT * FROM entries;
+                     INSERT INTO raw_balances SELECT * FROM balances;",
+                )
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM raw_entries")
+                    .fetch_one(pool)
+                    .await?;
+                last
+            }
         };
-        Ok(RawDb {
+        let db = RawDb {
             pool,
-            next_seq: Arc::new(AtomicI64::new(last_seq + 1)),
+            next_seq: Arc::new(AtomicI64::new(last_seq.unwrap_or(0) + 1)),
+            minimal: false,
+        };
+        crate::raw_minimal::create(&db).await?;
+        Ok(db)
+    }
+
+    /// The same tables through a pool of `connections`; with `minimal`,
+    /// the minimal work instead of tally's tables.
+    pub async fn with(&self, url: &str, connections: u32, minimal: bool) -> anyhow::Result<Self> {
+        Ok(RawDb {
+            pool: connect(url, connections).await?,
+            next_seq: self.next_seq.clone(),
+            minimal,
         })
     }
 
+    pub(crate) fn pool(&self) -> &RawPool {
+        &self.pool
+    }
+
     async fn write(&self, rows: &[RawRow]) -> anyhow::Result<()> {
+        if self.minimal {
+            return crate::raw_minimal::write(&self.pool, rows).await;
+        }
         let first = self
             .next_seq
             .fetch_add(rows.len() as i64, Ordering::Relaxed);

@@ -1,6 +1,7 @@
 //! The printed results of one engine: every scenario against its raw
 //! baseline, where its CPU went, and the targets, MET or MISSED.
 
+use crate::raw_sweep::Bests;
 use crate::scenarios::Pairing;
 use crate::stats::{self, Stats};
 
@@ -28,10 +29,45 @@ pub struct RawLine {
 }
 
 /// Prints the scenarios, the raw baselines and the targets.
-pub fn print(engine: &str, lines: &mut [Line], raw_lines: &mut [RawLine]) {
+pub fn print(engine: &str, lines: &mut [Line], raw_lines: &mut [RawLine], bests: &Bests) {
     print_scenarios(lines);
     print_raw(raw_lines);
     print_targets(engine, lines);
+    print_against_bests(lines, bests);
+}
+
+/// tally against the best of each raw limit (`crate::raw_sweep`): one
+/// entry a request at 64 clients against the best one entry a
+/// transaction, batches of 1,000 against the best batches.
+fn print_against_bests(lines: &[Line], bests: &Bests) {
+    let rate = |key: &str| {
+        lines
+            .iter()
+            .find(|l| l.key == key)
+            .map(|l| l.tally.rows_per_sec())
+    };
+    for (name, best) in bests.named() {
+        let Some(best) = best else { continue };
+        let (key, what, goal) = match name.contains("1 entry/tx") {
+            true => ("single64", "single POST @64", Some(1.0)),
+            false => ("batch1000", "batch of 1,000", None),
+        };
+        let (Some(rate), true) = (rate(key), best.rows_per_sec > 0.0) else {
+            continue;
+        };
+        let label = format!(
+            "{what} / best raw {name} ({:.0} rows/s, {} conn)",
+            best.rows_per_sec, best.connections
+        );
+        let value = rate / best.rows_per_sec;
+        match goal {
+            Some(goal) => println!(
+                "  {label:<58} {value:>6.2}  (target >= {goal}) {}",
+                if value >= goal { "MET" } else { "MISSED" }
+            ),
+            None => println!("  {label:<58} {value:>6.2}"),
+        }
+    }
 }
 
 fn print_scenarios(lines: &mut [Line]) {

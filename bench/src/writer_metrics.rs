@@ -23,6 +23,10 @@ pub struct WriterCounters {
     /// Shared commit rounds, and the groups (or writes decided ahead) in them.
     rounds: f64,
     round_groups: f64,
+    /// Bytes held by the recent-entries cache (shared by every tenant,
+    /// bounded by `--recent-entries-mib`), and tenants with a writer.
+    pub recent_bytes: f64,
+    pub tenant_writers: f64,
 }
 
 impl WriterCounters {
@@ -43,6 +47,8 @@ impl WriterCounters {
             keys_looked_up: value("tally_writer_keys_looked_up_total"),
             rounds: value("tally_commit_rounds_total"),
             round_groups: value("tally_commit_round_groups_total"),
+            recent_bytes: value("tally_recent_entries_bytes"),
+            tenant_writers: value("tally_writer_tenants"),
         }
     }
 

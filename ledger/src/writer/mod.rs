@@ -37,7 +37,7 @@ use crate::store::SharedCommit;
 use crate::LedgerError;
 
 pub use config::{
-    WriterConfig, DEFAULT_COMMITTERS, DEFAULT_IDLE_AFTER, DEFAULT_SKIP_LOOK_UPS_AFTER,
+    default_committers, WriterConfig, DEFAULT_IDLE_AFTER, DEFAULT_SKIP_LOOK_UPS_AFTER,
 };
 pub use registry::Writers;
 pub use stats::{QueueDepth, WriterStats, COMMIT_MICROS_BOUNDS, GROUP_SIZE_BOUNDS};

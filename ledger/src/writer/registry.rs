@@ -16,7 +16,7 @@ use super::group_loop::run;
 use super::look_up::look_up;
 use super::queues::{Queues, TenantQueue};
 use super::stats::{QueueDepth, WriterStats};
-use super::{Stage, WriterConfig};
+use super::{default_committers, Stage, WriterConfig};
 
 /// Hands intents to their tenant's writer.
 #[derive(Clone)]
@@ -34,8 +34,11 @@ impl Writers {
     /// Must be called inside a tokio runtime: it starts the committers.
     pub fn new(storage: Storage, config: WriterConfig) -> Self {
         let round_stats = Arc::<RoundStats>::default();
-        let commits = (config.committers > 0)
-            .then(|| SharedCommit::start(storage.clone(), config.committers, round_stats.clone()));
+        let committers = config
+            .committers
+            .unwrap_or_else(|| default_committers(&storage));
+        let commits = (committers > 0)
+            .then(|| SharedCommit::start(storage.clone(), committers, round_stats.clone()));
         Self {
             commits,
             round_stats,

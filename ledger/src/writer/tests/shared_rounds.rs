@@ -10,7 +10,7 @@ async fn tenants_posting_at_once_share_commits_and_keep_their_own_chains() {
     for db in TestDb::every_engine(8).await {
         for committers in [1, 3] {
             let config = WriterConfig {
-                committers,
+                committers: Some(committers),
                 ..nothing_recent()
             };
             let writers = Writers::new(db.storage.clone(), config);
