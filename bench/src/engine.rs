@@ -107,10 +107,18 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         let cpu_before = cpu::CpuSample::take(watched);
         let writer_before = WriterCounters::read(&target).await;
         let rss_before = tenants::rss_kib(server.child.id());
+        let wal_before = match database {
+            Some(_) => crate::pg_wal::wal_syncs(url).await,
+            None => None,
+        };
         let stats = http_load::run(&target, scenario.clients, secs, scenario.make).await;
         let cpu_after = cpu::CpuSample::take(watched);
         let writer_after = WriterCounters::read(&target).await;
         let rss_after = tenants::rss_kib(server.child.id());
+        let wal_after = match wal_before {
+            Some(_) => crate::pg_wal::wal_syncs(url).await,
+            None => None,
+        };
         let mut limits = Vec::new();
         let tenants_posting = match scenario.key {
             "tenants300" => tenants.of300.len(),
@@ -145,6 +153,14 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         }
         if let (Some(a), Some(b)) = (writer_before, writer_after) {
             limits.push(a.describe(&b, stats.elapsed.as_secs_f64()));
+        }
+        if let (Some(a), Some(b)) = (wal_before, wal_after) {
+            limits.push(crate::pg_wal::describe(
+                a,
+                b,
+                stats.rows,
+                stats.elapsed.as_secs_f64(),
+            ));
         }
         if let Some(before) = alongside.as_mut() {
             settle(&target, name).await?;

@@ -7,6 +7,7 @@
 mod cpu;
 mod engine;
 mod http_load;
+mod pg_wal;
 mod preload;
 mod raw;
 mod raw_minimal;

@@ -57,6 +57,8 @@ const SERIES: &[Series] = &[
     series("tally_commit_rounds_total", Kind::Counter, "Shared rounds committed or attempted: one transaction each, holding the groups of every tenant ready at that moment (--committers)."),
     series("tally_commit_round_groups_total", Kind::Counter, "Groups (and writes of groups decided ahead) that went into shared rounds; divided by tally_commit_rounds_total, the groups one fsync carries."),
     series("tally_commit_round_groups_failed_total", Kind::Counter, "Groups of a shared round rolled back to their savepoint (a key taken, the head moved) while the others in the round went on."),
+    series("tally_writer_remembered", Kind::Gauge, "Accounts and rule-state records the tenant writers remember between groups, all tenants together."),
+    series("tally_writer_remembered_limit", Kind::Gauge, "The most they may remember together: a writer whose next group would pass it starts over."),
     series("tally_recent_entries", Kind::Gauge, "Committed entries held to answer retries."),
     series("tally_recent_entries_bytes", Kind::Gauge, "Bytes those entries are counted as, against the bound --recent-entries-mib."),
     series("tally_writer_queued_intents", Kind::Gauge, "Intents waiting in or being decided by the tenant writers, summed over tenants."),
@@ -168,6 +170,14 @@ impl LedgerCollector {
             (
                 "tally_commit_round_groups_failed_total",
                 load(&rounds.pieces_failed),
+            ),
+            (
+                "tally_writer_remembered",
+                writers.memory_budget().remembered() as f64,
+            ),
+            (
+                "tally_writer_remembered_limit",
+                writers.memory_budget().limit() as f64,
             ),
             ("tally_recent_entries", held as f64),
             ("tally_recent_entries_bytes", bytes as f64),

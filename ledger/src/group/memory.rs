@@ -11,9 +11,13 @@
 //! not to have written anything (its write found a key taken) takes back only
 //! what it and the groups decided on top of it taught ([`WriterMemory::rewind`]):
 //! each remembered thing carries the head sequence it was learned at.
-//! Bounded: past [`MEMORY_LIMIT`] accounts or records it starts over.
+//! Bounded: past [`MEMORY_LIMIT`] accounts or records it starts over, and
+//! so does a writer whose next lesson would take every writer of the
+//! process together past [`PROCESS_MEMORY_LIMIT`] ([`MemoryBudget`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::balance::AccountBalance;
@@ -24,6 +28,43 @@ use crate::store::Fence;
 /// Most accounts, and most rule-state records, remembered per tenant
 /// (~200 bytes each: at most a few tens of MB).
 pub const MEMORY_LIMIT: usize = 100_000;
+
+/// Most accounts and records remembered by all the writers of one process
+/// together (~200 bytes each: about 200 MB). With 10,000 tenants each
+/// posting now and then, each remembers a few accounts; a few tenants with
+/// huge account sets cannot make the sum grow past this.
+pub const PROCESS_MEMORY_LIMIT: usize = 1_000_000;
+
+/// What the writers of one process remember, counted together.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    remembered: AtomicUsize,
+    limit: usize,
+}
+
+impl MemoryBudget {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            remembered: AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    /// Accounts and records remembered now, by every writer.
+    pub fn remembered(&self) -> usize {
+        self.remembered.load(Ordering::Relaxed)
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        Self::new(PROCESS_MEMORY_LIMIT)
+    }
+}
 
 /// After a group decided from memory could not be written (another process
 /// appended to the tenant, most likely), how long the writer decides its
@@ -50,9 +91,58 @@ pub struct WriterMemory {
     records: HashMap<StateKey, Learned<Option<StateValue>>>,
     /// When a group decided from this memory was last refused its write.
     refused_at: Option<Instant>,
+    /// The process's budget, and what this memory counts in it.
+    budget: Option<Arc<MemoryBudget>>,
+    counted: usize,
+}
+
+impl Drop for WriterMemory {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.remembered.fetch_sub(self.counted, Ordering::Relaxed);
+        }
+    }
 }
 
 impl WriterMemory {
+    /// Remembers nothing yet, and counts what it will in `budget`.
+    pub fn within(budget: Arc<MemoryBudget>) -> Self {
+        let mut memory = Self::default();
+        memory.budget = Some(budget);
+        memory
+    }
+
+    /// Remembers nothing, within the same budget as `self`.
+    pub(crate) fn empty_like(&self) -> Self {
+        let mut memory = Self::default();
+        memory.budget = self.budget.clone();
+        memory
+    }
+
+    /// Brings this memory's count in the budget up to date.
+    fn recount(&mut self) {
+        let now = self.balances.len() + self.records.len();
+        if let Some(budget) = &self.budget {
+            if now >= self.counted {
+                budget
+                    .remembered
+                    .fetch_add(now - self.counted, Ordering::Relaxed);
+            } else {
+                budget
+                    .remembered
+                    .fetch_sub(self.counted - now, Ordering::Relaxed);
+            }
+        }
+        self.counted = now;
+    }
+
+    /// Whether learning `more` would take every writer past the budget.
+    fn over_budget(&self, more: usize) -> bool {
+        self.budget
+            .as_ref()
+            .is_some_and(|b| b.remembered() + more > b.limit)
+    }
+
     /// Keeps what is remembered only if it was remembered at `fence`.
     pub(crate) fn check(&mut self, fence: Fence) {
         if self.fence != Some(fence) {
@@ -69,6 +159,11 @@ impl WriterMemory {
         self.fence = None;
         self.balances.clear();
         self.records.clear();
+        // Cleared maps keep their capacity: a writer that starts over
+        // shrinks them so the budget's count is what it holds.
+        self.balances.shrink_to_fit();
+        self.records.shrink_to_fit();
+        self.recount();
     }
 
     /// A group decided from this memory could not be written: forgets
@@ -93,6 +188,7 @@ impl WriterMemory {
         self.balances.retain(|_, l| l.at <= seq);
         self.records.retain(|_, l| l.at <= seq);
         self.fence = Some(to);
+        self.recount();
     }
 
     pub(crate) fn balances_of(&self, account: &str) -> Option<&[(String, AccountBalance)]> {
@@ -112,7 +208,10 @@ impl WriterMemory {
         balances: HashMap<String, Vec<(String, AccountBalance)>>,
         records: impl IntoIterator<Item = (StateKey, Option<StateValue>)>,
     ) {
-        if self.balances.len() + balances.len() > MEMORY_LIMIT || self.records.len() > MEMORY_LIMIT
+        let records: Vec<_> = records.into_iter().collect();
+        if self.balances.len() + balances.len() > MEMORY_LIMIT
+            || self.records.len() > MEMORY_LIMIT
+            || self.over_budget(balances.len() + records.len())
         {
             self.forget();
         }
@@ -128,6 +227,7 @@ impl WriterMemory {
                 .into_iter()
                 .map(|(k, value)| (k, Learned { at, value })),
         );
+        self.recount();
     }
 
     /// Accounts remembered (for tests and metrics).
@@ -190,6 +290,29 @@ mod tests {
         m.learn(fence(4, 0), one_account(), []);
         m.rewind(fence(4, 0));
         assert!(m.balances_of("a").is_some(), "learned at the fence itself");
+    }
+
+    #[test]
+    fn the_writers_of_a_process_share_one_budget() {
+        let budget = Arc::new(MemoryBudget::new(10));
+        let many = |n: usize, prefix: &str| -> HashMap<_, _> {
+            (0..n)
+                .map(|i| (format!("{prefix}{i}"), Vec::new()))
+                .collect()
+        };
+        let mut a = WriterMemory::within(budget.clone());
+        let mut b = WriterMemory::within(budget.clone());
+        a.learn(fence(1, 0), many(6, "a"), []);
+        b.learn(fence(1, 0), many(3, "b"), []);
+        assert_eq!(budget.remembered(), 9);
+        // Two more would take the process past 10: b starts over first.
+        b.learn(fence(2, 0), many(2, "c"), []);
+        assert_eq!((a.accounts(), b.accounts()), (6, 2));
+        assert_eq!(budget.remembered(), 8);
+        a.rewind(fence(0, 0));
+        assert_eq!(budget.remembered(), 2, "a rewind gives back what it drops");
+        drop(b);
+        assert_eq!(budget.remembered(), 0, "a retired writer gives back all");
     }
 
     #[test]

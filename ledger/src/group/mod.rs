@@ -28,7 +28,7 @@ use crate::intent::Intent;
 use crate::store::{Fence, GroupWrite};
 
 pub(crate) use commit::{DecidedWrite, PendingWrite};
-pub use memory::{WriterMemory, CONTENDED_FOR, MEMORY_LIMIT};
+pub use memory::{MemoryBudget, WriterMemory, CONTENDED_FOR, MEMORY_LIMIT, PROCESS_MEMORY_LIMIT};
 pub(crate) use shared::decide_in_round;
 
 /// The intents of one group (see `Storage::commit_group_with`).

@@ -48,7 +48,7 @@ pub(crate) async fn decide_in_round(
     // about a microsecond an intent, against the fsync it shares.
     let owned: Vec<Intent> = intents.iter().map(|i| (*i).clone()).collect();
     let absent = absent.to_vec();
-    let lent = std::mem::take(memory);
+    let lent = std::mem::replace(memory, memory.empty_like());
     let (hand, handed) = oneshot::channel::<Handed>();
     let owner = tenant.to_owned();
     let reads = read_ahead(tenant, intents, &lent);

@@ -35,6 +35,7 @@ pub(super) async fn run(
         stats,
         key_taken,
         commits,
+        budget,
     } = stage;
     let finished = Finished {
         storage: &storage,
@@ -46,7 +47,7 @@ pub(super) async fn run(
     };
     // A job that did not fit into the previous group starts the next one.
     let mut carry: Option<Job> = None;
-    let mut memory = WriterMemory::default();
+    let mut memory = WriterMemory::within(budget);
     // The group being written, if any: the next one is decided meanwhile.
     let mut in_flight: Option<InFlight> = None;
     loop {

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use crate::decide::Decision;
+use crate::group::MemoryBudget;
 use crate::intent::Intent;
 use crate::look_ups::KeyTaken;
 use crate::store::SharedCommit;
@@ -65,4 +66,6 @@ struct Stage {
     /// The rounds its groups commit in, shared with the other tenants;
     /// `None`: each group commits in a transaction of its own.
     commits: Option<SharedCommit>,
+    /// What every writer of the process may remember, together.
+    budget: Arc<MemoryBudget>,
 }

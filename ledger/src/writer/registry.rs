@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use crate::group::MemoryBudget;
 use crate::look_ups::KeyTaken;
 use crate::recent::RecentEntries;
 use crate::store::{RoundStats, SharedCommit, Storage};
@@ -28,6 +29,7 @@ pub struct Writers {
     pub(super) recent: Arc<RecentEntries>,
     pub(super) commits: Option<SharedCommit>,
     pub(super) round_stats: Arc<RoundStats>,
+    pub(super) budget: Arc<MemoryBudget>,
 }
 
 impl Writers {
@@ -42,6 +44,7 @@ impl Writers {
         Self {
             commits,
             round_stats,
+            budget: Arc::default(),
             storage,
             config,
             queues: Arc::default(),
@@ -56,6 +59,11 @@ impl Writers {
 
     pub fn stats(&self) -> &WriterStats {
         &self.stats
+    }
+
+    /// What the writers remember, against the process's limit.
+    pub fn memory_budget(&self) -> &MemoryBudget {
+        &self.budget
     }
 
     /// The rounds shared by tenants' groups, and how full they were.
@@ -114,6 +122,7 @@ impl Writers {
                     stats: self.stats.clone(),
                     key_taken: key_taken.clone(),
                     commits: None,
+                    budget: self.budget.clone(),
                 },
                 Arc::downgrade(&self.queues),
             ));
@@ -127,6 +136,7 @@ impl Writers {
                     stats: self.stats.clone(),
                     key_taken: key_taken.clone(),
                     commits: self.commits.clone(),
+                    budget: self.budget.clone(),
                 },
             ));
             queues.insert(tenant.to_owned(), TenantQueue { sender, pending });

@@ -186,19 +186,19 @@ impl SqliteGroup {
     ) -> Result<Vec<(String, String, String)>, LedgerError> {
         let mut out = Vec::new();
         for chunk in keys.chunks(ROWS_PER_INSERT / 2) {
-            let mut q = QueryBuilder::<Sqlite>::new(
-                "SELECT kind, key, value FROM rule_state WHERE tenant_id = ",
+            // Joined from a VALUES table: SQLite walks the primary key for
+            // each pair, where `(kind, key) IN (VALUES …)` reads every
+            // record of the tenant.
+            let mut q = QueryBuilder::<Sqlite>::new("WITH v(k, y) AS (");
+            q.push_values(chunk, |mut b, k| {
+                b.push_bind(k.kind()).push_bind(k.key());
+            });
+            q.push(
+                ") SELECT r.kind, r.key, r.value FROM v JOIN rule_state r \
+                 ON r.tenant_id = ",
             );
-            q.push_bind(tenant).push(" AND (kind, key) IN (VALUES ");
-            let mut sep = q.separated(", ");
-            for k in chunk {
-                sep.push("(")
-                    .push_bind_unseparated(k.kind())
-                    .push_unseparated(", ")
-                    .push_bind_unseparated(k.key())
-                    .push_unseparated(")");
-            }
-            q.push(")");
+            q.push_bind(tenant)
+                .push(" AND r.kind = v.k AND r.key = v.y");
             for row in q.build().fetch_all(&mut *self.tx).await? {
                 out.push((
                     row.try_get("kind")?,

@@ -55,6 +55,7 @@ async fn look_up_alone(
         stats: Arc::default(),
         key_taken: KeyTaken::default(),
         commits: None,
+        budget: Arc::default(),
     };
     let stats = stage.stats.clone();
     let mut answers = Vec::new();
