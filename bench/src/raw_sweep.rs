@@ -81,7 +81,10 @@ pub async fn sweep(db: &RawDb, url: &str, each: Duration) -> anyhow::Result<Best
         };
         println!(
             "  {:<36} {}",
-            format!("{what}, {batch} entries/tx"),
+            match batch {
+                1 => format!("{what}, 1 entry/tx"),
+                n => format!("{what}, {n} entries/tx"),
+            },
             rates.join(" ")
         );
         let slot = match (minimal, batch == 1) {
