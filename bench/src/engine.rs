@@ -184,7 +184,10 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         });
     }
 
-    // The raw limit, same database, same run.
+    // The raw limit, same database, same run, once the usage projector has
+    // folded what the scenarios wrote: on SQLite its rounds would take the
+    // write lock from the raw transactions.
+    settle(&target, "the raw limits").await?;
     let raw_db = raw::RawDb::open(url, 64).await?;
     let mut raw_lines: Vec<RawLine> = Vec::new();
     for (i, plan) in raw_plan.iter().enumerate() {
