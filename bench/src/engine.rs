@@ -135,7 +135,7 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
             let writers = writer_after.as_ref().map_or(0.0, |w| w.tenant_writers);
             let grown = b as f64 - a as f64;
             limits.push(format!(
-                "server RSS {:.1} MiB before, {:.1} MiB after ({writers:.0} tenant writers): \
+                "server anonymous RSS {:.1} MiB before, {:.1} MiB after ({writers:.0} tenant writers): \
                  {:+.1} KiB per tenant; {:+.1} KiB per tenant without the recent-entries \
                  cache (shared, bounded; it grew {:+.1} MiB)",
                 a as f64 / 1024.0,

@@ -52,12 +52,16 @@ pub async fn create(url: &str, prefix: &str, count: usize) -> anyhow::Result<Arc
     Ok(keys.into_iter().map(|(_, key)| key).collect())
 }
 
-/// The resident memory of process `pid` in KiB (Linux `VmRSS`), if readable.
+/// The resident anonymous memory of process `pid` in KiB (Linux
+/// `RssAnon`: the heap and stacks), if readable. Not `VmRSS`: with SQLite
+/// that counts the pages of the database file the server has mapped and
+/// touched (`mmap_size`), which grow with the rows read, not with tenants,
+/// and which the kernel reclaims at will.
 pub fn rss_kib(pid: Option<u32>) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .find_map(|l| l.strip_prefix("RssAnon:"))?
         .trim()
         .trim_end_matches("kB")
         .trim()
