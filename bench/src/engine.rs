@@ -216,6 +216,7 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         });
     }
     // Each raw limit at its best configuration, in the same run.
+    raw_db.close().await;
     let each = Duration::from_secs((args.seconds / 3).max(2));
     let bests = crate::raw_sweep::sweep(&raw_db, url, each).await?;
     report::print(engine, &mut lines, &mut raw_lines, &bests);

@@ -188,6 +188,15 @@ impl RawDb {
         })
     }
 
+    /// Closes its connections (PostgreSQL allows 100 by default: the
+    /// sweep's pools must not add up).
+    pub async fn close(&self) {
+        match &self.pool {
+            RawPool::Postgres(pool) => pool.close().await,
+            RawPool::Sqlite(pool) => pool.close().await,
+        }
+    }
+
     pub(crate) fn pool(&self) -> &RawPool {
         &self.pool
     }

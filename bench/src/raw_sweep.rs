@@ -62,6 +62,7 @@ pub async fn sweep(db: &RawDb, url: &str, each: Duration) -> anyhow::Result<Best
         for connections in CONNECTIONS {
             let pool = db.with(url, connections, minimal).await?;
             let stats: Stats = raw::run(&pool, connections as usize, batch, each).await;
+            pool.close().await;
             let rate = if stats.errors == 0 {
                 stats.rows_per_sec()
             } else {
