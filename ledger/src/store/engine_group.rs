@@ -75,23 +75,15 @@ impl GroupTransaction for EngineGroup {
 }
 
 impl EngineGroup {
-    /// Whether a failed statement leaves the transaction usable (SQLite);
-    /// on PostgreSQL it aborts the transaction unless inside a savepoint.
-    pub(crate) fn reads_survive_errors(&self) -> bool {
-        matches!(self.0, Engine::Sqlite(_))
-    }
-
-    /// Reads ahead for the pieces of a round (`super::read_ahead`): on
-    /// SQLite every head, balance and record they ask for, one statement
-    /// per table; on PostgreSQL nothing (each piece reads inside its own
-    /// savepoint).
+    /// Reads ahead for the pieces of a round (`super::read_ahead`): every
+    /// head, balance and record they ask for, one statement per table.
     pub(crate) async fn read_ahead(
         &mut self,
         asks: &[&ReadAhead],
     ) -> Result<Vec<ReadAheadRows>, LedgerError> {
         match &mut self.0 {
             Engine::Sqlite(g) => g.read_ahead(asks).await,
-            Engine::Postgres(_) => Ok(asks.iter().map(|_| ReadAheadRows::default()).collect()),
+            Engine::Postgres(g) => g.read_ahead(asks).await,
         }
     }
 

@@ -169,11 +169,7 @@ async fn run_round(storage: &Storage, round: Vec<Piece>) -> u64 {
             return 0;
         }
     };
-    let outcome = if tx.reads_survive_errors() {
-        reads_then_writes(&mut tx, round).await
-    } else {
-        piece_by_piece(&mut tx, round).await
-    };
+    let outcome = reads_then_writes(&mut tx, round).await;
     let (done, failed) = match outcome {
         Ok(outcome) => outcome,
         Err((answers, e)) => {
@@ -199,13 +195,16 @@ type Answer = oneshot::Sender<Result<(), LedgerError>>;
 /// with every piece still to be told: the transaction is then rolled back.
 type Outcome = Result<(Vec<Answer>, u64), (Vec<Answer>, LedgerError)>;
 
-/// SQLite: a failed statement leaves the transaction usable, and the reads
-/// write nothing a failed piece must take back (a head row at seq 0 at
-/// most, which locking the head creates anyway). So every piece reads and
-/// decides first, and then the writes of all go out together, one
-/// statement per table ([`EngineGroup::write_many`]). Should they fail, they
-/// are written again piece by piece, each in a savepoint, and only the
-/// pieces that fail alone are refused.
+/// Every piece reads and decides first (what they asked for read ahead
+/// for all of them, [`EngineGroup::read_ahead`]), and then the writes of
+/// all go out together ([`EngineGroup::write_many`]: on SQLite one
+/// statement per table). Should they fail, they are written again piece by
+/// piece, each in a savepoint, and only the pieces that fail alone are
+/// refused. The reads write nothing a failed piece must take back (a head
+/// row at seq 0 at most, which locking the head creates anyway). A read
+/// that fails in the database fails its piece; on PostgreSQL, where a
+/// failed statement aborts the transaction, it fails the round with it
+/// (a database fault, not anything a tenant sent).
 async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
     let asks: Vec<&ReadAhead> = round.iter().filter_map(|p| p.reads.as_ref()).collect();
     let read: Vec<ReadAheadRows> = if asks.is_empty() {
@@ -291,54 +290,6 @@ async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
         };
         if let Err(e) = ended {
             return Err((writes.map(|(_, a)| a).chain(done).collect(), e));
-        }
-    }
-    Ok((done, failed))
-}
-
-/// PostgreSQL: a failed statement aborts the whole transaction unless it
-/// ran inside a savepoint. So each piece reads, decides and writes inside
-/// a savepoint of its own (none when it is alone in its round).
-async fn piece_by_piece(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
-    let alone = round.len() == 1;
-    let mut done = Vec::with_capacity(round.len());
-    let mut failed = 0;
-    let mut pieces = round.into_iter();
-    while let Some(piece) = pieces.next() {
-        if !alone {
-            if let Err(e) = savepoint(tx).await {
-                let rest = std::iter::once(piece.committed).chain(pieces.map(|p| p.committed));
-                return Err((rest.chain(done).collect(), e));
-            }
-        }
-        let piece_tx = PieceTx {
-            tx,
-            rows: ReadAheadRows::default(),
-        };
-        let written = match (piece.work)(piece_tx).await {
-            Ok(Some(write)) => tx.write_many(&[&write]).await,
-            Ok(None) => Ok(()),
-            Err(e) => Err(e),
-        };
-        let ended = match written {
-            Ok(()) => {
-                done.push(piece.committed);
-                match alone {
-                    true => Ok(()),
-                    false => tx.execute("RELEASE SAVEPOINT piece").await,
-                }
-            }
-            Err(e) => {
-                let _ = piece.committed.send(Err(e));
-                if alone {
-                    return Err((Vec::new(), rolled_back()));
-                }
-                failed += 1;
-                undo(tx).await
-            }
-        };
-        if let Err(e) = ended {
-            return Err((pieces.map(|p| p.committed).chain(done).collect(), e));
         }
     }
     Ok((done, failed))

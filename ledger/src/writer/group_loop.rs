@@ -45,6 +45,13 @@ pub(super) async fn run(
         key_taken,
         failed_before: AtomicBool::new(false),
     };
+    // A group decided ahead needs no read. On PostgreSQL it is written
+    // alone, as one statement in its own transaction (one round trip,
+    // against BEGIN and COMMIT around it in a round); concurrent commits
+    // there share WAL flushes on their own. On SQLite it joins the round.
+    let ahead_commits = commits
+        .as_ref()
+        .filter(|_| matches!(storage, Storage::Sqlite(_)));
     // A job that did not fit into the previous group starts the next one.
     let mut carry: Option<Job> = None;
     let mut memory = WriterMemory::within(budget);
@@ -141,7 +148,7 @@ pub(super) async fn run(
             None
         } else {
             storage
-                .decide_ahead(&tenant, &intents, &absent, &mut memory, commits.as_ref())
+                .decide_ahead(&tenant, &intents, &absent, &mut memory, ahead_commits)
                 .await
         };
         match ahead {

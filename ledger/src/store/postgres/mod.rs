@@ -6,6 +6,7 @@
 pub(super) mod columns;
 mod group;
 mod group_write;
+mod read_ahead;
 #[cfg(test)]
 mod tests;
 

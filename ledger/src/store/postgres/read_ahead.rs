@@ -1,0 +1,129 @@
+//! A shared round's reads for all its pieces at once, on PostgreSQL (see
+//! `crate::store::read_ahead`): the heads created where absent and locked
+//! in tenant order, then the balances and records as one probe each per
+//! (tenant, key), columns bound as arrays so each statement stays prepared.
+
+use std::collections::HashMap;
+
+use sqlx::Row;
+
+use super::columns::BALANCE_COLUMNS;
+use super::group::PgGroup;
+use crate::chain::GENESIS_HASH;
+use crate::store::read_ahead::{ReadAhead, ReadAheadRows};
+use crate::store::rows::decode_balance;
+use crate::store::transaction::decode_fence;
+use crate::LedgerError;
+
+impl PgGroup {
+    /// Locks (creates at seq 0 where absent) and reads the head of every
+    /// tenant in `asks`, and reads the balances and records they ask for;
+    /// the rows of each ask, in order.
+    pub(crate) async fn read_ahead(
+        &mut self,
+        asks: &[&ReadAhead],
+    ) -> Result<Vec<ReadAheadRows>, LedgerError> {
+        let mut rows: Vec<ReadAheadRows> = asks
+            .iter()
+            .map(|ask| ReadAheadRows {
+                accounts: ask.accounts.iter().cloned().collect(),
+                records_asked: ask.records.iter().cloned().collect(),
+                ..ReadAheadRows::default()
+            })
+            .collect();
+        let of: HashMap<&str, usize> = asks
+            .iter()
+            .enumerate()
+            .map(|(i, ask)| (ask.tenant.as_str(), i))
+            .collect();
+        let tenants: Vec<&str> = asks.iter().map(|a| a.tenant.as_str()).collect();
+        sqlx::query(
+            "INSERT INTO ledger_heads (tenant_id, seq, hash) \
+             SELECT t, 0, $2 FROM UNNEST($1::text[]) AS t ON CONFLICT (tenant_id) DO NOTHING",
+        )
+        .bind(&tenants)
+        .bind(hex::encode(GENESIS_HASH))
+        .execute(&mut *self.tx)
+        .await?;
+        // In tenant order: two rounds never wait on each other in a circle.
+        let heads = sqlx::query(
+            "SELECT tenant_id, seq, hash, generation FROM ledger_heads \
+             WHERE tenant_id = ANY($1) ORDER BY tenant_id FOR UPDATE",
+        )
+        .bind(&tenants)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        for row in &heads {
+            let tenant: String = row.try_get("tenant_id")?;
+            if let Some(&i) = of.get(tenant.as_str()) {
+                rows[i].fence = Some(decode_fence(Some(row))?);
+            }
+        }
+
+        let (tenant_of, accounts): (Vec<&str>, Vec<&str>) = asks
+            .iter()
+            .flat_map(|ask| {
+                ask.accounts
+                    .iter()
+                    .map(|a| (ask.tenant.as_str(), a.as_str()))
+            })
+            .unzip();
+        if !accounts.is_empty() {
+            // A probe per pair (`OFFSET 0` keeps it one; see `read_balances`).
+            let sql = format!(
+                "SELECT b.* FROM UNNEST($1::text[], $2::text[]) AS k(tenant_id, account) \
+                 CROSS JOIN LATERAL (SELECT tenant_id, {BALANCE_COLUMNS} FROM balances \
+                   WHERE tenant_id = k.tenant_id AND account = k.account OFFSET 0) b"
+            );
+            for row in sqlx::query(&sql)
+                .bind(&tenant_of)
+                .bind(&accounts)
+                .fetch_all(&mut *self.tx)
+                .await?
+            {
+                let tenant: String = row.try_get("tenant_id")?;
+                if let Some(&i) = of.get(tenant.as_str()) {
+                    rows[i].balances.push((
+                        row.try_get("account")?,
+                        row.try_get("unit")?,
+                        decode_balance(&row)?,
+                    ));
+                }
+            }
+        }
+
+        let mut record_tenants = Vec::new();
+        let mut kinds = Vec::new();
+        let mut keys = Vec::new();
+        for ask in asks {
+            for k in &ask.records {
+                record_tenants.push(ask.tenant.as_str());
+                kinds.push(k.kind());
+                keys.push(k.key());
+            }
+        }
+        if !keys.is_empty() {
+            for row in sqlx::query(
+                "SELECT r.* FROM UNNEST($1::text[], $2::text[], $3::text[]) AS k(tenant_id, kind, key) \
+                 CROSS JOIN LATERAL (SELECT tenant_id, kind, key, value FROM rule_state \
+                   WHERE tenant_id = k.tenant_id AND kind = k.kind AND key = k.key OFFSET 0) r",
+            )
+            .bind(&record_tenants)
+            .bind(&kinds)
+            .bind(&keys)
+            .fetch_all(&mut *self.tx)
+            .await?
+            {
+                let tenant: String = row.try_get("tenant_id")?;
+                if let Some(&i) = of.get(tenant.as_str()) {
+                    rows[i].records.push((
+                        row.try_get("kind")?,
+                        row.try_get("key")?,
+                        row.try_get("value")?,
+                    ));
+                }
+            }
+        }
+        Ok(rows)
+    }
+}
