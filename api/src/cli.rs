@@ -104,7 +104,7 @@ pub struct ServeArgs {
     pub recent_entries_mib: u32,
     /// Tasks that commit the groups of different tenants together, one
     /// transaction (and one fsync) a round; 0 commits every group alone.
-    /// Default: 1 on SQLite (which uses one whatever the number), 0 on
+    /// Default: 1 on SQLite (which uses one whatever the number), 4 on
     /// PostgreSQL.
     #[arg(long, env = "TALLY_COMMITTERS",
           value_parser = clap::value_parser!(u32).range(0..=64))]

@@ -56,20 +56,20 @@ impl Default for WriterConfig {
 /// one of these keys it saves.
 pub const DEFAULT_SKIP_LOOK_UPS_AFTER: usize = 1_000;
 
-/// Committers of shared rounds by default (see [`WriterConfig::committers`]):
-/// one on SQLite, where groups of many tenants then share the one write
-/// connection's fsync (300 tenants at 64 clients: 2,089 posts/s against 560
-/// with each group alone, same machine). None on PostgreSQL: concurrent
-/// commits there already share WAL flushes, and a round, whose groups
-/// must each read and write inside a savepoint on one connection, made
-/// 300 tenants slower (476 posts/s with one committer, 953 with four,
-/// 1,014 with none) and one tenant too (4,426 against 5,535), a group
-/// decided ahead then needing `BEGIN` and `COMMIT` around its one-statement
-/// write. docs/performance.md, "Many tenants", has the figures.
+/// Committers of shared rounds by default (see [`WriterConfig::committers`]).
+/// One on SQLite, where groups of many tenants then share the one write
+/// connection's fsync (300 tenants at 64 clients: 1,964–2,089 posts/s
+/// against 560 with each group alone). Four on PostgreSQL: with each group
+/// alone, 300 tenants made 1.3 rows per WAL fsync and spent 1,463 µs of
+/// PostgreSQL's CPU a row (862 posts/s); one committer, 932 µs and 1,035
+/// posts/s, its rounds serial on one connection; four, 967 µs and 1,189
+/// posts/s, the machine's CPU full again. Groups decided ahead stay alone
+/// on PostgreSQL (one statement each). docs/performance.md, "Many
+/// tenants", has the runs.
 pub fn default_committers(storage: &Storage) -> usize {
     match storage {
         Storage::Sqlite(_) => 1,
-        Storage::Postgres(_) => 0,
+        Storage::Postgres(_) => 4,
     }
 }
 
