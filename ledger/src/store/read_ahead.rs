@@ -7,7 +7,7 @@
 //! transaction, under the write lock, so the rows are the ones a read of
 //! the piece's own would have found.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
@@ -39,6 +39,27 @@ pub(crate) struct ReadAheadRows {
     pub records_asked: HashSet<StateKey>,
     /// (kind, key, value) of those records that exist.
     pub records: Vec<(String, String, String)>,
+}
+
+impl ReadAheadRows {
+    /// Empty rows for each ask, knowing what it asked for, and the index
+    /// of each ask's tenant, for an engine's reads to fill.
+    pub(crate) fn for_asks<'a>(asks: &[&'a ReadAhead]) -> (Vec<Self>, HashMap<&'a str, usize>) {
+        let rows = asks
+            .iter()
+            .map(|ask| ReadAheadRows {
+                accounts: ask.accounts.iter().cloned().collect(),
+                records_asked: ask.records.iter().cloned().collect(),
+                ..ReadAheadRows::default()
+            })
+            .collect();
+        let of = asks
+            .iter()
+            .enumerate()
+            .map(|(i, ask)| (ask.tenant.as_str(), i))
+            .collect();
+        (rows, of)
+    }
 }
 
 /// The round's transaction as one piece sees it.

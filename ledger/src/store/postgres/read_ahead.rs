@@ -3,8 +3,6 @@
 //! in tenant order, then the balances and records as one probe each per
 //! (tenant, key), columns bound as arrays so each statement stays prepared.
 
-use std::collections::HashMap;
-
 use sqlx::Row;
 
 use super::columns::BALANCE_COLUMNS;
@@ -23,19 +21,7 @@ impl PgGroup {
         &mut self,
         asks: &[&ReadAhead],
     ) -> Result<Vec<ReadAheadRows>, LedgerError> {
-        let mut rows: Vec<ReadAheadRows> = asks
-            .iter()
-            .map(|ask| ReadAheadRows {
-                accounts: ask.accounts.iter().cloned().collect(),
-                records_asked: ask.records.iter().cloned().collect(),
-                ..ReadAheadRows::default()
-            })
-            .collect();
-        let of: HashMap<&str, usize> = asks
-            .iter()
-            .enumerate()
-            .map(|(i, ask)| (ask.tenant.as_str(), i))
-            .collect();
+        let (mut rows, of) = ReadAheadRows::for_asks(asks);
         let tenants: Vec<&str> = asks.iter().map(|a| a.tenant.as_str()).collect();
         sqlx::query(
             "INSERT INTO ledger_heads (tenant_id, seq, hash) \

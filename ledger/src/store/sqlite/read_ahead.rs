@@ -3,8 +3,6 @@
 //! joined from a `VALUES` table: SQLite walks the primary key for each
 //! pair, where `(a, b) IN (VALUES …)` scans the whole table.
 
-use std::collections::HashMap;
-
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::columns::ROWS_PER_INSERT;
@@ -23,19 +21,7 @@ impl SqliteGroup {
         &mut self,
         asks: &[&ReadAhead],
     ) -> Result<Vec<ReadAheadRows>, LedgerError> {
-        let mut rows: Vec<ReadAheadRows> = asks
-            .iter()
-            .map(|ask| ReadAheadRows {
-                accounts: ask.accounts.iter().cloned().collect(),
-                records_asked: ask.records.iter().cloned().collect(),
-                ..ReadAheadRows::default()
-            })
-            .collect();
-        let of: HashMap<&str, usize> = asks
-            .iter()
-            .enumerate()
-            .map(|(i, ask)| (ask.tenant.as_str(), i))
-            .collect();
+        let (mut rows, of) = ReadAheadRows::for_asks(asks);
         let genesis = hex::encode(GENESIS_HASH);
         for chunk in asks.chunks(ROWS_PER_INSERT) {
             let mut q =
