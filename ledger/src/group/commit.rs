@@ -4,27 +4,15 @@
 
 use crate::decide::Decision;
 use crate::intent::Intent;
-use crate::store::{Fence, GroupTransaction, GroupWrite, SharedCommit, Storage};
+use crate::store::{GroupTransaction, GroupWrite, SharedCommit, Storage};
 use crate::LedgerError;
 
 use super::ahead::ahead;
 use super::memory::WriterMemory;
+use super::pending::{DecidedWrite, PendingWrite};
 use super::run::decide;
 use super::shared::write_ahead_in_round;
 use super::Group;
-
-/// A group's write and commit, ready to run on its own task.
-pub(crate) type PendingWrite =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), LedgerError>> + Send>>;
-
-/// A group decided, its write still to run.
-pub(crate) struct DecidedWrite {
-    pub decisions: Vec<Decision>,
-    pub write: PendingWrite,
-    /// The head it was decided on: should the write find a key taken (and
-    /// so write nothing), the writer's memory rewinds to it.
-    pub start: Fence,
-}
 
 impl Storage {
     /// Decides `intents` for `tenant` in one transaction (SPEC §6). Either

@@ -19,6 +19,7 @@ mod build;
 mod commit;
 mod load;
 mod memory;
+mod pending;
 mod remember;
 mod run;
 mod shared;
@@ -27,8 +28,8 @@ use crate::decide::Decision;
 use crate::intent::Intent;
 use crate::store::{Fence, GroupWrite};
 
-pub(crate) use commit::{DecidedWrite, PendingWrite};
 pub use memory::{MemoryBudget, WriterMemory, CONTENDED_FOR, MEMORY_LIMIT, PROCESS_MEMORY_LIMIT};
+pub(crate) use pending::{DecidedWrite, PendingWrite};
 pub(crate) use shared::decide_in_round;
 
 /// The intents of one group (see `Storage::commit_group_with`).

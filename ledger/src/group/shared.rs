@@ -15,8 +15,8 @@ use crate::store::{
 };
 use crate::LedgerError;
 
-use super::commit::{DecidedWrite, PendingWrite};
 use super::memory::WriterMemory;
+use super::pending::{DecidedWrite, PendingWrite};
 use super::run::decide;
 use super::Group;
 

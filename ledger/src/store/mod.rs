@@ -12,6 +12,7 @@ mod durability_tests;
 mod engine_group;
 mod log;
 mod migration_checksums;
+mod piece_tx;
 mod postgres;
 mod read_ahead;
 mod readiness;

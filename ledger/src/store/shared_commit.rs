@@ -24,7 +24,8 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 use super::engine_group::EngineGroup;
-use super::read_ahead::{PieceTx, ReadAhead, ReadAheadRows};
+use super::piece_tx::PieceTx;
+use super::read_ahead::{ReadAhead, ReadAheadRows};
 use super::storage::Storage;
 use super::transaction::{GroupTransaction, GroupWrite};
 use crate::LedgerError;

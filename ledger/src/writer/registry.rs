@@ -13,11 +13,12 @@ use crate::look_ups::KeyTaken;
 use crate::recent::RecentEntries;
 use crate::store::{RoundStats, SharedCommit, Storage};
 
+use super::config::default_committers;
 use super::group_loop::run;
 use super::look_up::look_up;
 use super::queues::{Queues, TenantQueue};
 use super::stats::{QueueDepth, WriterStats};
-use super::{default_committers, Stage, WriterConfig};
+use super::{Stage, WriterConfig};
 
 /// Hands intents to their tenant's writer.
 #[derive(Clone)]
