@@ -111,6 +111,10 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
             Some(_) => crate::pg_wal::wal_syncs(url).await,
             None => None,
         };
+        let recording = args
+            .perf_dir
+            .as_deref()
+            .and_then(|dir| crate::perf_record::start(dir, engine, scenario.key, secs));
         let stats = http_load::run(&target, scenario.clients, secs, scenario.make).await;
         let cpu_after = cpu::CpuSample::take(watched);
         let writer_after = WriterCounters::read(&target).await;
@@ -120,6 +124,9 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
             None => None,
         };
         let mut limits = Vec::new();
+        if let Some(recording) = recording {
+            limits.push(recording.finish().await);
+        }
         let tenants_posting = match scenario.key {
             "tenants300" => tenants.of300.len(),
             "tenants10k" => tenants.of10k.len(),
@@ -218,7 +225,7 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
     // Each raw limit at its best configuration, in the same run.
     raw_db.close().await;
     let each = Duration::from_secs((args.seconds / 3).max(2));
-    let bests = crate::raw_sweep::sweep(&raw_db, url, each).await?;
+    let bests = crate::raw_sweep::sweep(&raw_db, url, each, watched, database).await?;
     report::print(engine, &mut lines, &mut raw_lines, &bests);
 
     drop(server.child);

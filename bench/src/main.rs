@@ -7,6 +7,7 @@
 mod cpu;
 mod engine;
 mod http_load;
+mod perf_record;
 mod pg_wal;
 mod preload;
 mod raw;
@@ -58,6 +59,10 @@ pub struct Args {
     /// tally-bench-server.log in the current directory.
     #[arg(long)]
     server_log: Option<String>,
+    /// Record each measured scenario with `perf record -a` into this
+    /// directory ({engine}-{scenario}.data); needs Linux `perf`.
+    #[arg(long)]
+    perf_dir: Option<PathBuf>,
 }
 
 #[tokio::main]

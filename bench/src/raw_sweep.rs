@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use crate::cpu::{self, CpuPerRow, CpuSample, Watched};
 use crate::raw::{self, RawDb};
 use crate::stats::Stats;
 
@@ -21,6 +22,9 @@ pub const BATCH: usize = 1_000;
 pub struct Best {
     pub rows_per_sec: f64,
     pub connections: u32,
+    /// Where the CPU went per row in that configuration: the raw client is
+    /// the load generator (with SQLite, the database runs in it too).
+    pub cpu: Option<CpuPerRow>,
 }
 
 /// The best of each: [minimal, tally's tables] × [one entry a transaction,
@@ -45,8 +49,17 @@ impl Bests {
     }
 }
 
-/// Runs the sweep for `each` per configuration, printing a table.
-pub async fn sweep(db: &RawDb, url: &str, each: Duration) -> anyhow::Result<Bests> {
+/// Runs the sweep for `each` per configuration, printing a table, then
+/// the CPU per row of each best configuration (`watched`: the idle tally
+/// server, counted as a check, and PostgreSQL's processes).
+pub async fn sweep(
+    db: &RawDb,
+    url: &str,
+    each: Duration,
+    watched: Watched,
+    database: Option<&str>,
+) -> anyhow::Result<Bests> {
+    let ticks_per_second = cpu::ticks_per_second();
     let mut bests = Bests::default();
     println!(
         "raw limits at their best ({} s each):   {:>8} {:>8} {:>8} {:>8}   (rows/s by connections)",
@@ -61,7 +74,11 @@ pub async fn sweep(db: &RawDb, url: &str, each: Duration) -> anyhow::Result<Best
         let mut best: Option<Best> = None;
         for connections in CONNECTIONS {
             let pool = db.with(url, connections, minimal).await?;
+            let cpu_before = CpuSample::take(watched);
             let stats: Stats = raw::run(&pool, connections as usize, batch, each).await;
+            let cpu = cpu_before
+                .zip(CpuSample::take(watched))
+                .map(|(a, b)| a.per_row(&b, stats.rows, ticks_per_second));
             pool.close().await;
             let rate = if stats.errors == 0 {
                 stats.rows_per_sec()
@@ -73,6 +90,7 @@ pub async fn sweep(db: &RawDb, url: &str, each: Duration) -> anyhow::Result<Best
                 best = Some(Best {
                     rows_per_sec: rate,
                     connections,
+                    cpu,
                 });
             }
         }
@@ -95,6 +113,19 @@ pub async fn sweep(db: &RawDb, url: &str, each: Duration) -> anyhow::Result<Best
             (false, false) => &mut bests.tables_batch,
         };
         *slot = best;
+    }
+    for (name, best) in bests.named() {
+        if let Some(Best {
+            connections,
+            cpu: Some(cpu),
+            ..
+        }) = best
+        {
+            println!(
+                "  {name} at its best ({connections} conn): {}",
+                cpu.describe("tally (idle)", database)
+            );
+        }
     }
     Ok(bests)
 }

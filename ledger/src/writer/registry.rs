@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::group::MemoryBudget;
-use crate::look_ups::KeyTaken;
+use crate::look_ups::{FreshKeys, KeyTaken};
 use crate::recent::RecentEntries;
 use crate::store::{RoundStats, SharedCommit, Storage};
 
@@ -31,6 +31,8 @@ pub struct Writers {
     pub(super) commits: Option<SharedCommit>,
     pub(super) round_stats: Arc<RoundStats>,
     pub(super) budget: Arc<MemoryBudget>,
+    /// Free keys in a row across every tenant (`crate::look_ups`).
+    pub(super) fresh_keys: FreshKeys,
 }
 
 impl Writers {
@@ -46,6 +48,7 @@ impl Writers {
             commits,
             round_stats,
             budget: Arc::default(),
+            fresh_keys: FreshKeys::default(),
             storage,
             config,
             queues: Arc::default(),
@@ -111,7 +114,7 @@ impl Writers {
             let (sender, receiver) = mpsc::unbounded_channel();
             let (to_writer, writer_queue) = mpsc::unbounded_channel();
             let pending = Arc::new(AtomicUsize::new(0));
-            let key_taken = KeyTaken::default();
+            let key_taken = KeyTaken::sharing(&self.fresh_keys);
             tokio::spawn(look_up(
                 self.storage.clone(),
                 tenant.to_owned(),
