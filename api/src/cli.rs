@@ -40,6 +40,9 @@ pub enum Command {
     /// Maintain projections.
     #[command(subcommand)]
     Projections(ProjectionsCommand),
+    /// Print the OpenAPI 3.1 document the server serves at /openapi.json
+    /// (committed as api/openapi.json) and exit; needs no database.
+    Openapi,
 }
 
 #[derive(Debug, Args)]

@@ -87,6 +87,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 audit_cli::SIGNING_KEY_ENV
             ),
         },
+        Command::Openapi => {
+            print!("{}", tally_api::server::openapi_text()?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Projections(ProjectionsCommand::Rebuild(database)) => {
             let storage = connect(&database.database_url).await?;
             let tenants = storage.tenants().await?;

@@ -54,6 +54,13 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(crate::openapi::get_docs_asset))
 }
 
+/// The document the server serves at `/openapi.json`, as `tally openapi`
+/// prints it (and `api/openapi.json` holds it): pretty JSON, one newline.
+pub fn openapi_text() -> Result<String, serde_json::Error> {
+    let doc = crate::openapi::document(|| routes().split_for_parts().1);
+    Ok(serde_json::to_string_pretty(doc)? + "\n")
+}
+
 pub fn router(state: AppState) -> Router {
     let (router, doc) = routes().split_for_parts();
     crate::openapi::document(|| doc);

@@ -14,6 +14,9 @@
 //! Served at `GET /openapi.json`; `GET /docs` is Swagger UI, embedded in
 //! the binary (no network needed to build or to browse it).
 
+mod decimal;
+mod links;
+
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
@@ -23,7 +26,8 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::response::ResponseBuilder;
-use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::server::Server;
 use utoipa::openapi::{ContentBuilder, HeaderBuilder, OpenApi, Ref, RefOr};
 
 use crate::problem::ApiError;
@@ -32,6 +36,9 @@ use crate::views::{Problem, ProblemCode};
 
 /// The name of the security scheme (an `Authorization: Bearer` API key).
 pub const BEARER: &str = "bearer";
+/// Where the document is committed, relative to the workspace root (a
+/// test fails when it differs from [`document`]; `tally openapi` writes it).
+pub const COMMITTED_PATH: &str = "api/openapi.json";
 /// Where the document is served.
 pub const DOCUMENT_PATH: &str = "/openapi.json";
 /// Paths that load balancers and scrapers probe: never rate limited.
@@ -70,6 +77,8 @@ pub fn document(routes: impl FnOnce() -> OpenApi) -> &'static OpenApi {
     DOCUMENT.get_or_init(|| {
         let mut doc = routes();
         complete(&mut doc);
+        decimal::accept_numbers(&mut doc);
+        links::add(&mut doc);
         doc
     })
 }
@@ -135,6 +144,11 @@ fn complete(doc: &mut OpenApi) {
              sent as `Authorization: Bearer <key>`. Each operation names the scope it needs.",
         )).build()),
     );
+    // Where tally listens by default; clients point at their own server.
+    doc.servers = Some(vec![Server::builder()
+        .url("http://127.0.0.1:8080")
+        .description(Some("`tally serve` with its defaults; any tally server"))
+        .build()]);
     for (path, item) in doc.paths.paths.iter_mut() {
         let ops = [
             item.get.as_mut(),
@@ -233,6 +247,9 @@ fn complete_operation(path: &str, op: &mut Operation) {
             _ => line,
         });
     } else {
+        // An empty requirement is OpenAPI's "no authentication": said per
+        // operation, so a reader (and a linter) need not infer it.
+        op.security = Some(vec![SecurityRequirement::default()]);
         let line = "**No authentication.**".to_owned();
         op.description = Some(match op.description.take() {
             Some(d) if !d.is_empty() => format!("{line}\n\n{d}"),
