@@ -602,9 +602,9 @@ async fn conflicting_retries(engine: &Engine) -> Report {
             wrong.amount += Decimal::from(extra);
             deliveries.fetch_add(1, Ordering::Relaxed);
             match client.post_usage_debit(&wrong).await {
-                Err(ClientError::Api {
-                    status: 409, code, ..
-                }) if code == "idempotency_conflict" => conflicts += 1,
+                Err(ClientError::IdempotencyConflict {
+                    differing_fields, ..
+                }) if differing_fields == ["amount"] => conflicts += 1,
                 other => panic!("expected a final 409, got {other:?}"),
             }
         }

@@ -25,6 +25,9 @@ pub enum Fault {
     Delay(u64, u64),
     /// New connections are closed at once (and `down()` cuts open ones).
     Down,
+    /// The next response chunk is swallowed and its connections cut, once;
+    /// then everything is forwarded again (`Fault::None`).
+    DropOnce,
 }
 
 struct State {
@@ -130,7 +133,14 @@ async fn relay(client: TcpStream, state: Arc<State>) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let fault = *state.fault.lock().unwrap();
+        let fault = {
+            let mut fault = state.fault.lock().unwrap();
+            let now = *fault;
+            if now == Fault::DropOnce {
+                *fault = Fault::None;
+            }
+            now
+        };
         let count = state.chunks.fetch_add(1, Ordering::Relaxed) + 1;
         match fault {
             Fault::DropResponse(every) if count.is_multiple_of(every) => {
@@ -143,6 +153,11 @@ async fn relay(client: TcpStream, state: Arc<State>) {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
             }
             Fault::Down => {
+                forward.abort();
+                return;
+            }
+            Fault::DropOnce => {
+                state.injected.fetch_add(1, Ordering::Relaxed);
                 forward.abort();
                 return;
             }

@@ -1,0 +1,222 @@
+//! One method per operation of the API (api/openapi.json).
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::model::{
+    Account, AccountSettings, Adjustment, AuditHead, Balance, BatchResult, BatchResults, Capture,
+    Entry, EntryPage, Health, Hold, HoldInfo, Operation, Payment, Posted, Refund, Release,
+    Reversal, Statement, Usage, UsageDebit,
+};
+use crate::query::{encode, BalanceQuery, EntryQuery, ExportQuery, StatementQuery, UsageQuery};
+use crate::{Answer, Client, ClientError, Method};
+
+fn decode<T: DeserializeOwned>(answer: &Answer) -> Result<T, ClientError> {
+    serde_json::from_slice(&answer.body).map_err(|e| ClientError::Decode(e.to_string()))
+}
+
+fn to_body<T: Serialize>(body: &T) -> Result<Vec<u8>, ClientError> {
+    serde_json::to_vec(body).map_err(|e| ClientError::Decode(e.to_string()))
+}
+
+impl Client {
+    /// `POST /v1/usage-debits`, retried safely under the debit's own ID.
+    pub async fn post_usage_debit(&self, debit: &UsageDebit) -> Result<Posted, ClientError> {
+        self.post_entry("/v1/usage-debits".into(), debit).await
+    }
+
+    /// `POST /v1/payments`, retried safely under the payment's own ID.
+    pub async fn post_payment(&self, payment: &Payment) -> Result<Posted, ClientError> {
+        self.post_entry("/v1/payments".into(), payment).await
+    }
+
+    /// `POST /v1/batch`: up to 1,000 operations, one result each, in order.
+    /// The whole batch is retried on transient failures; its items keep
+    /// their upstream IDs, so a retried batch replays what already committed.
+    pub async fn post_batch(
+        &self,
+        operations: &[Operation],
+    ) -> Result<Vec<BatchResult>, ClientError> {
+        let body = to_body(&serde_json::json!({ "operations": operations }))?;
+        let answer = self.send(Method::Post, "/v1/batch", Some(body)).await?;
+        Ok(decode::<BatchResults>(&answer)?.results)
+    }
+
+    /// `POST /v1/holds`, keyed by `hold_id`.
+    pub async fn post_hold(&self, hold: &Hold) -> Result<Posted, ClientError> {
+        self.post_entry("/v1/holds".into(), hold).await
+    }
+
+    /// `GET /v1/holds/{hold_id}`.
+    pub async fn get_hold(&self, hold_id: &str) -> Result<HoldInfo, ClientError> {
+        self.get_json(&format!("/v1/holds/{}", encode(hold_id)))
+            .await
+    }
+
+    /// `POST /v1/holds/{hold_id}/capture`, keyed by `capture_id`.
+    pub async fn post_capture(
+        &self,
+        hold_id: &str,
+        capture: &Capture,
+    ) -> Result<Posted, ClientError> {
+        let path = format!("/v1/holds/{}/capture", encode(hold_id));
+        self.post_entry(path, capture).await
+    }
+
+    /// `POST /v1/holds/{hold_id}/release`, keyed by `release_id`.
+    pub async fn post_release(
+        &self,
+        hold_id: &str,
+        release: &Release,
+    ) -> Result<Posted, ClientError> {
+        let path = format!("/v1/holds/{}/release", encode(hold_id));
+        self.post_entry(path, release).await
+    }
+
+    /// `POST /v1/refunds`, keyed by `refund_id`.
+    pub async fn post_refund(&self, refund: &Refund) -> Result<Posted, ClientError> {
+        self.post_entry("/v1/refunds".into(), refund).await
+    }
+
+    /// `POST /v1/reversals`, keyed by `reversal_id`.
+    pub async fn post_reversal(&self, reversal: &Reversal) -> Result<Posted, ClientError> {
+        self.post_entry("/v1/reversals".into(), reversal).await
+    }
+
+    /// `POST /v1/adjustments` (scope `admin`), keyed by `adjustment_id`.
+    pub async fn post_adjustment(&self, adjustment: &Adjustment) -> Result<Posted, ClientError> {
+        self.post_entry("/v1/adjustments".into(), adjustment).await
+    }
+
+    /// `GET /v1/accounts/{account}`: settings and balance.
+    pub async fn get_account(&self, account: &str) -> Result<Account, ClientError> {
+        self.get_json(&format!("/v1/accounts/{}", encode(account)))
+            .await
+    }
+
+    /// `PUT /v1/accounts/{account}` (scope `admin`): the settings in full.
+    /// Idempotent by content, so retried like every call.
+    pub async fn put_account(
+        &self,
+        account: &str,
+        settings: &AccountSettings,
+    ) -> Result<Account, ClientError> {
+        let path = format!("/v1/accounts/{}", encode(account));
+        let answer = self
+            .send(Method::Put, &path, Some(to_body(settings)?))
+            .await?;
+        decode(&answer)
+    }
+
+    /// One page of `GET /v1/entries`; follow `next_after_seq` for the next.
+    pub async fn list_entries(&self, query: &EntryQuery) -> Result<EntryPage, ClientError> {
+        self.get_json(&format!("/v1/entries{}", query.to_query()))
+            .await
+    }
+
+    /// `GET /v1/entries/{id}`.
+    pub async fn get_entry(&self, id: &str) -> Result<Entry, ClientError> {
+        self.get_json(&format!("/v1/entries/{}", encode(id))).await
+    }
+
+    /// `GET /v1/accounts/{account}/balance`, now or as of a seq or a time.
+    pub async fn get_balance(
+        &self,
+        account: &str,
+        query: &BalanceQuery,
+    ) -> Result<Balance, ClientError> {
+        self.get_json(&format!(
+            "/v1/accounts/{}/balance{}",
+            encode(account),
+            query.to_query()
+        ))
+        .await
+    }
+
+    /// The balance of `account` now.
+    pub async fn balance(&self, account: &str) -> Result<Balance, ClientError> {
+        self.get_balance(account, &BalanceQuery::default()).await
+    }
+
+    /// The balance right after entry `seq`.
+    pub async fn balance_as_of(&self, account: &str, seq: i64) -> Result<Balance, ClientError> {
+        let query = BalanceQuery {
+            as_of_seq: Some(seq),
+            ..BalanceQuery::default()
+        };
+        self.get_balance(account, &query).await
+    }
+
+    /// `GET /v1/accounts/{account}/usage`: usage summaries by period.
+    pub async fn get_usage(&self, account: &str, query: &UsageQuery) -> Result<Usage, ClientError> {
+        self.get_json(&format!(
+            "/v1/accounts/{}/usage{}",
+            encode(account),
+            query.to_query()
+        ))
+        .await
+    }
+
+    /// `GET /v1/accounts/{account}/statement`.
+    pub async fn get_statement(
+        &self,
+        account: &str,
+        query: &StatementQuery,
+    ) -> Result<Statement, ClientError> {
+        self.get_json(&format!(
+            "/v1/accounts/{}/statement{}",
+            encode(account),
+            query.to_query()
+        ))
+        .await
+    }
+
+    /// `GET /v1/audit/export` (scope `audit`): the export as text, JSON
+    /// Lines or CSV, with its trailer (`tally verify --export` checks it).
+    pub async fn get_audit_export(&self, query: &ExportQuery) -> Result<String, ClientError> {
+        let path = format!("/v1/audit/export{}", query.to_query());
+        let answer = self.send(Method::Get, &path, None).await?;
+        String::from_utf8(answer.body).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// `GET /v1/audit/head` (scope `audit`): the chain head, signed when the
+    /// server has a key.
+    pub async fn get_audit_head(&self) -> Result<AuditHead, ClientError> {
+        self.get_json("/v1/audit/head").await
+    }
+
+    /// `GET /healthz`: the process is up and the database answers.
+    pub async fn healthz(&self) -> Result<Health, ClientError> {
+        self.get_json("/healthz").await
+    }
+
+    /// `GET /readyz`: migrated, the database answers in time, not stopping.
+    pub async fn readyz(&self) -> Result<Health, ClientError> {
+        self.get_json("/readyz").await
+    }
+
+    async fn post_entry<T: Serialize>(
+        &self,
+        path: String,
+        body: &T,
+    ) -> Result<Posted, ClientError> {
+        let answer = self.send(Method::Post, &path, Some(to_body(body)?)).await?;
+        let entry: Entry = decode(&answer)?;
+        Ok(Posted {
+            created: answer.status == 201,
+            replayed: answer
+                .headers
+                .get("idempotent-replayed")
+                .map(|v| v == "true")
+                .unwrap_or(false),
+            entry,
+            body: answer.body,
+            attempts: answer.attempts,
+        })
+    }
+
+    async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let answer = self.send(Method::Get, path, None).await?;
+        decode(&answer)
+    }
+}
