@@ -54,9 +54,10 @@ curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { cat "$work/server.log"
 
 base="http://127.0.0.1:$port"
 run() {
-    "$venv/bin/schemathesis" run "$base/openapi.json" --url "$base" \
+    # From the scratch folder: schemathesis keeps its .schemathesis/ there.
+    (cd "$work" && "$venv/bin/schemathesis" run "$base/openapi.json" --url "$base" \
         -H "Authorization: Bearer $key" --max-examples "${TALLY_FUZZ_EXAMPLES:-100}" \
-        --seed "${TALLY_FUZZ_SEED:-20261204}" --no-color "$@"
+        --seed "${TALLY_FUZZ_SEED:-20261204}" --no-color "$@")
 }
 status=0
 echo "== every operation but the batch: all checks but positive_data_acceptance"
