@@ -1,0 +1,275 @@
+"""Every operation of the API as a ``Call``: method, path, query, body and
+the reading of its answer. ``Client`` and ``AsyncClient`` only run them."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+
+from . import _json as j
+from ._wire import Answer, Call, QueryValue, segment, target
+from .errors import error_from_answer
+from .intents import (
+    AccountSettings,
+    Adjustment,
+    BatchOperation,
+    Capture,
+    Hold,
+    Payment,
+    Refund,
+    Release,
+    Reversal,
+    Timestamp,
+    UsageDebit,
+    batch_item,
+)
+from .models import (
+    Account,
+    AuditExport,
+    AuditHead,
+    Balance,
+    BatchResult,
+    BatchResults,
+    Entry,
+    EntryPage,
+    Health,
+    Posted,
+    Statement,
+    Usage,
+)
+from .models import (
+    Hold as HoldView,
+)
+
+T = TypeVar("T")
+
+
+def _json_model(parse: Callable[[Any], T]) -> Callable[[Answer], T]:
+    def decode(answer: Answer) -> T:
+        return parse(j.loads(answer.content))
+
+    return decode
+
+
+def _posted(answer: Answer) -> Posted:
+    return Posted(
+        entry=Entry.from_json(j.loads(answer.content)),
+        status=answer.status,
+        created=answer.status == 201,
+        replayed=answer.replayed,
+        attempts=answer.attempts,
+        body=answer.content,
+        request_id=answer.request_id,
+    )
+
+
+def _post(path: str, body: Dict[str, Any]) -> Call[Posted]:
+    return Call("POST", path, _posted, body=j.dumps(body))
+
+
+def post_usage_debit(debit: UsageDebit) -> Call[Posted]:
+    return _post("/v1/usage-debits", debit.to_json())
+
+
+def post_payment(payment: Payment) -> Call[Posted]:
+    return _post("/v1/payments", payment.to_json())
+
+
+def post_hold(hold: Hold) -> Call[Posted]:
+    return _post("/v1/holds", hold.to_json())
+
+
+def post_capture(hold_id: str, capture: Capture) -> Call[Posted]:
+    return _post(f"/v1/holds/{segment(hold_id, 'hold_id')}/capture", capture.to_json())
+
+
+def post_release(hold_id: str, release: Release) -> Call[Posted]:
+    return _post(f"/v1/holds/{segment(hold_id, 'hold_id')}/release", release.to_json())
+
+
+def get_hold(hold_id: str) -> Call[HoldView]:
+    return Call("GET", f"/v1/holds/{segment(hold_id, 'hold_id')}", _json_model(HoldView.from_json))
+
+
+def post_refund(refund: Refund) -> Call[Posted]:
+    return _post("/v1/refunds", refund.to_json())
+
+
+def post_reversal(reversal: Reversal) -> Call[Posted]:
+    return _post("/v1/reversals", reversal.to_json())
+
+
+def post_adjustment(adjustment: Adjustment) -> Call[Posted]:
+    return _post("/v1/adjustments", adjustment.to_json())
+
+
+def _batch(answer: Answer) -> BatchResults:
+    o = j.obj(j.loads(answer.content), "batch answer")
+    results: List[BatchResult] = []
+    for item in j.objects(o, "results"):
+        status = j.integer(item, "status")
+        replayed = j.boolean(item, "replayed")
+        entry = Entry.from_json(item["entry"]) if item.get("entry") is not None else None
+        problem = item.get("problem")
+        error = None
+        if isinstance(problem, dict):
+            error = error_from_answer(
+                status, j.dumps(problem), replayed=replayed, request_id=answer.request_id
+            )
+            if entry is None and "entry" in problem:
+                entry = Entry.from_json(problem["entry"])
+        results.append(
+            BatchResult(
+                status=status,
+                replayed=replayed,
+                entry=entry,
+                error=error,
+                problem=problem if isinstance(problem, dict) else None,
+            )
+        )
+    return BatchResults(results=results, attempts=answer.attempts)
+
+
+def post_batch(operations: Sequence[BatchOperation]) -> Call[BatchResults]:
+    if not operations:
+        raise ValueError("a batch holds 1 to 1,000 operations")
+    body = {"operations": [batch_item(op) for op in operations]}
+    return Call("POST", "/v1/batch", _batch, body=j.dumps(body))
+
+
+def put_account(account: str, settings: AccountSettings) -> Call[Account]:
+    return Call(
+        "PUT",
+        f"/v1/accounts/{segment(account, 'account')}",
+        _json_model(Account.from_json),
+        body=j.dumps(settings.to_json()),
+    )
+
+
+def get_account(account: str) -> Call[Account]:
+    return Call(
+        "GET", f"/v1/accounts/{segment(account, 'account')}", _json_model(Account.from_json)
+    )
+
+
+def get_entry(entry_id: str) -> Call[Entry]:
+    return Call("GET", f"/v1/entries/{segment(entry_id, 'entry_id')}", _json_model(Entry.from_json))
+
+
+def list_entries(
+    *,
+    account: Optional[str],
+    kind: Optional[str],
+    after_seq: Optional[int],
+    limit: Optional[int],
+    from_: Optional[Timestamp],
+    to: Optional[Timestamp],
+) -> Call[EntryPage]:
+    query: List[Tuple[str, QueryValue]] = [
+        ("account", account),
+        ("kind", kind),
+        ("after_seq", after_seq),
+        ("limit", limit),
+        ("from", from_),
+        ("to", to),
+    ]
+    return Call("GET", target("/v1/entries", query), _json_model(EntryPage.from_json))
+
+
+def get_balance(
+    account: str,
+    *,
+    unit: Optional[str],
+    as_of_seq: Optional[int],
+    as_of: Optional[Timestamp],
+) -> Call[Balance]:
+    query: List[Tuple[str, QueryValue]] = [
+        ("as_of_seq", as_of_seq),
+        ("as_of", as_of),
+        ("unit", unit),
+    ]
+    return Call(
+        "GET",
+        target(f"/v1/accounts/{segment(account, 'account')}/balance", query),
+        _json_model(Balance.from_json),
+    )
+
+
+def get_usage(
+    account: str,
+    *,
+    meter: Optional[str],
+    from_: QueryValue,
+    to: QueryValue,
+    granularity: Optional[str],
+) -> Call[Usage]:
+    query: List[Tuple[str, QueryValue]] = [
+        ("meter", meter),
+        ("from", from_),
+        ("to", to),
+        ("granularity", granularity),
+    ]
+    return Call(
+        "GET",
+        target(f"/v1/accounts/{segment(account, 'account')}/usage", query),
+        _json_model(Usage.from_json),
+    )
+
+
+def get_statement(
+    account: str, *, from_: Timestamp, to: Timestamp, unit: Optional[str]
+) -> Call[Statement]:
+    query: List[Tuple[str, QueryValue]] = [("from", from_), ("to", to), ("unit", unit)]
+    return Call(
+        "GET",
+        target(f"/v1/accounts/{segment(account, 'account')}/statement", query),
+        _json_model(Statement.from_json),
+    )
+
+
+def get_audit_export(
+    *, format: str, from_seq: Optional[int], to_seq: Optional[int]
+) -> Call[AuditExport]:
+    if format not in ("jsonl", "csv"):
+        raise ValueError('format must be "jsonl" or "csv"')
+
+    def decode(answer: Answer) -> AuditExport:
+        return AuditExport(
+            format=format,
+            content=answer.content,
+            filename=AuditExport.filename_of(answer.headers.get("content-disposition")),
+            content_type=answer.headers.get("content-type", ""),
+        )
+
+    query: List[Tuple[str, QueryValue]] = [
+        ("format", format),
+        ("from_seq", from_seq),
+        ("to_seq", to_seq),
+    ]
+    accept = "application/x-ndjson" if format == "jsonl" else "text/csv"
+    return Call("GET", target("/v1/audit/export", query), decode, accept=accept)
+
+
+def get_audit_head() -> Call[AuditHead]:
+    return Call("GET", "/v1/audit/head", _json_model(AuditHead.from_json))
+
+
+def get_healthz() -> Call[Health]:
+    return Call("GET", "/healthz", _json_model(Health.from_json))
+
+
+def get_readyz() -> Call[Health]:
+    return Call("GET", "/readyz", _json_model(Health.from_json))
+
+
+def get_openapi() -> Call[Dict[str, Any]]:
+    def decode(answer: Answer) -> Dict[str, Any]:
+        return dict(j.obj(j.loads(answer.content), "OpenAPI document"))
+
+    return Call("GET", "/openapi.json", decode)
+
+
+def get_metrics() -> Call[str]:
+    def decode(answer: Answer) -> str:
+        return answer.content.decode("utf-8")
+
+    return Call("GET", "/metrics", decode, accept="text/plain")

@@ -1,0 +1,408 @@
+"""``Client``: the synchronous client."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import date
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, TypeVar, Union
+
+import httpx
+
+from . import _calls
+from ._attempts import (
+    Attempts,
+    OnRetry,
+    answer_of,
+    attempt_timed_out,
+    outcome,
+    request_headers,
+    transport_error,
+)
+from ._wire import Answer, Call
+from .errors import TallyError
+from .intents import (
+    AccountSettings,
+    Adjustment,
+    Amount,
+    BatchOperation,
+    Capture,
+    Hold,
+    Overdraft,
+    Payment,
+    Refund,
+    Release,
+    Reversal,
+    Timestamp,
+    UsageDebit,
+)
+from .models import (
+    Account,
+    AuditExport,
+    AuditHead,
+    Balance,
+    BatchResults,
+    Entry,
+    EntryPage,
+    Health,
+    Posted,
+    Statement,
+    Usage,
+)
+from .models import Hold as HoldView
+from .retry import RetryPolicy
+
+T = TypeVar("T")
+
+__all__ = ["Client"]
+
+
+class Client:
+    """A tally client for one API key, safe to retry by construction.
+
+    Every mutating call takes the upstream system's stable ID as a required
+    argument and sends the same bytes on every attempt, so a retry after a
+    lost answer is recognised by the server as the same intent and answered
+    with the recorded result (``Posted.replayed``). Only failures that may
+    be transient are retried (connection errors, timeouts, 429, 5xx) under
+    ``policy``; 4xx answers raise at once. When the policy gives up,
+    ``RetriesExhausted`` carries the attempts and the last error.
+
+    ``base_url`` is the server's root, e.g. ``http://127.0.0.1:8080``.
+    ``on_retry`` is called before each retry (for logs and metrics).
+    ``http_client`` replaces the ``httpx.Client`` the client makes.
+    ``policy.request_timeout`` bounds each attempt: httpx's connect, write
+    and read timeouts, and the whole answer is read within it.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: Optional[str] = None,
+        *,
+        policy: Optional[RetryPolicy] = None,
+        on_retry: Optional[OnRetry] = None,
+        http_client: Optional[httpx.Client] = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.policy = policy if policy is not None else RetryPolicy()
+        self.on_retry = on_retry
+        self._api_key = api_key
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else httpx.Client()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.base_url!r})"
+
+    # --- usage debits and payments ------------------------------------------
+
+    def post_usage_debit(
+        self,
+        usage_record_id: str,
+        account: str,
+        amount: Amount,
+        unit: str,
+        *,
+        meter: Optional[str] = None,
+        quantity: Optional[Amount] = None,
+        occurred_at: Optional[Timestamp] = None,
+        counter_account: Optional[str] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> Posted:
+        """``POST /v1/usage-debits``, keyed by the upstream usage record's ID."""
+        debit = UsageDebit(
+            usage_record_id, account, amount, unit, meter=meter, quantity=quantity,
+            occurred_at=occurred_at, counter_account=counter_account, metadata=metadata,
+        )  # fmt: skip
+        return self.run(_calls.post_usage_debit(debit))
+
+    def post_payment(
+        self,
+        payment_id: str,
+        account: str,
+        amount: Amount,
+        unit: str,
+        *,
+        processor: Optional[str] = None,
+        occurred_at: Optional[Timestamp] = None,
+        counter_account: Optional[str] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> Posted:
+        """``POST /v1/payments``, keyed by the upstream payment's ID."""
+        payment = Payment(
+            payment_id, account, amount, unit, processor=processor, occurred_at=occurred_at,
+            counter_account=counter_account, metadata=metadata,
+        )  # fmt: skip
+        return self.run(_calls.post_payment(payment))
+
+    def post_batch(self, operations: Sequence[BatchOperation]) -> BatchResults:
+        """``POST /v1/batch``: 1 to 1,000 operations, one result each, in
+        order. The whole batch is retried on transient failures; its items
+        keep their upstream IDs, so a retried batch replays what committed."""
+        return self.run(_calls.post_batch(operations))
+
+    # --- holds ----------------------------------------------------------------
+
+    def post_hold(
+        self,
+        hold_id: str,
+        account: str,
+        amount: Amount,
+        unit: str,
+        *,
+        ttl_seconds: Optional[int] = None,
+        expires_at: Optional[Timestamp] = None,
+        counter_account: Optional[str] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> Posted:
+        """``POST /v1/holds``: reserve ``amount`` (exactly one of
+        ``ttl_seconds`` and ``expires_at``)."""
+        hold = Hold(
+            hold_id, account, amount, unit, ttl_seconds=ttl_seconds, expires_at=expires_at,
+            counter_account=counter_account, metadata=metadata,
+        )  # fmt: skip
+        return self.run(_calls.post_hold(hold))
+
+    def post_capture(
+        self,
+        hold_id: str,
+        capture_id: str,
+        amount: Amount,
+        *,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> Posted:
+        """``POST /v1/holds/{hold_id}/capture``: post ``amount`` (at most the
+        hold's), release the rest."""
+        return self.run(
+            _calls.post_capture(hold_id, Capture(capture_id, amount, metadata=metadata))
+        )
+
+    def post_release(
+        self, hold_id: str, release_id: str, *, metadata: Optional[Mapping[str, str]] = None
+    ) -> Posted:
+        """``POST /v1/holds/{hold_id}/release``: release the whole hold."""
+        return self.run(_calls.post_release(hold_id, Release(release_id, metadata=metadata)))
+
+    def get_hold(self, hold_id: str) -> HoldView:
+        """``GET /v1/holds/{hold_id}``."""
+        return self.run(_calls.get_hold(hold_id))
+
+    # --- refunds, reversals, adjustments ----------------------------------------
+
+    def post_refund(
+        self,
+        refund_id: str,
+        payment_id: str,
+        amount: Amount,
+        *,
+        reason: Optional[str] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> Posted:
+        """``POST /v1/refunds``: refund part or all of a payment."""
+        refund = Refund(refund_id, payment_id, amount, reason=reason, metadata=metadata)
+        return self.run(_calls.post_refund(refund))
+
+    def post_reversal(
+        self,
+        reversal_id: str,
+        entry_id: str,
+        reason: str,
+        *,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> Posted:
+        """``POST /v1/reversals``: undo an entry."""
+        return self.run(
+            _calls.post_reversal(Reversal(reversal_id, entry_id, reason, metadata=metadata))
+        )
+
+    def post_adjustment(
+        self,
+        adjustment_id: str,
+        account: str,
+        amount: Amount,
+        direction: str,
+        reason: str,
+        *,
+        unit: Optional[str] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> Posted:
+        """``POST /v1/adjustments`` (scope ``admin``): ``direction`` is
+        ``"credit"`` or ``"debit"``."""
+        adjustment = Adjustment(
+            adjustment_id, account, amount, direction, reason, unit=unit, metadata=metadata
+        )
+        return self.run(_calls.post_adjustment(adjustment))
+
+    # --- accounts -----------------------------------------------------------------
+
+    def put_account(
+        self,
+        account: str,
+        unit: str,
+        *,
+        overdraft: Optional[Overdraft] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> Account:
+        """``PUT /v1/accounts/{account}`` (scope ``admin``): the settings in
+        full; equal settings write nothing."""
+        settings = AccountSettings(unit, overdraft=overdraft, metadata=metadata)
+        return self.run(_calls.put_account(account, settings))
+
+    def get_account(self, account: str) -> Account:
+        """``GET /v1/accounts/{account}``: settings and balance."""
+        return self.run(_calls.get_account(account))
+
+    def get_balance(
+        self,
+        account: str,
+        *,
+        unit: Optional[str] = None,
+        as_of_seq: Optional[int] = None,
+        as_of: Optional[Timestamp] = None,
+    ) -> Balance:
+        """``GET /v1/accounts/{account}/balance``: now, right after entry
+        ``as_of_seq``, or as of a time on the ledger's clock."""
+        return self.run(_calls.get_balance(account, unit=unit, as_of_seq=as_of_seq, as_of=as_of))
+
+    def get_usage(
+        self,
+        account: str,
+        *,
+        meter: Optional[str] = None,
+        from_: Union[date, str, None] = None,
+        to: Union[date, str, None] = None,
+        granularity: Optional[str] = None,
+    ) -> Usage:
+        """``GET /v1/accounts/{account}/usage``: usage per day (or
+        ``granularity="month"``) and meter; ``from_`` included, ``to`` not."""
+        return self.run(
+            _calls.get_usage(account, meter=meter, from_=from_, to=to, granularity=granularity)
+        )
+
+    def get_statement(
+        self, account: str, *, from_: Timestamp, to: Timestamp, unit: Optional[str] = None
+    ) -> Statement:
+        """``GET /v1/accounts/{account}/statement`` of ``[from_, to)``."""
+        return self.run(_calls.get_statement(account, from_=from_, to=to, unit=unit))
+
+    # --- entries --------------------------------------------------------------------
+
+    def get_entry(self, entry_id: str) -> Entry:
+        """``GET /v1/entries/{id}``."""
+        return self.run(_calls.get_entry(entry_id))
+
+    def list_entries(
+        self,
+        *,
+        account: Optional[str] = None,
+        kind: Optional[str] = None,
+        after_seq: Optional[int] = None,
+        limit: Optional[int] = None,
+        from_: Optional[Timestamp] = None,
+        to: Optional[Timestamp] = None,
+    ) -> EntryPage:
+        """``GET /v1/entries``: one page; pass ``next_after_seq`` as
+        ``after_seq`` for the next (or use ``iter_entries``)."""
+        return self.run(
+            _calls.list_entries(
+                account=account, kind=kind, after_seq=after_seq, limit=limit, from_=from_, to=to
+            )
+        )
+
+    def iter_entries(
+        self,
+        *,
+        account: Optional[str] = None,
+        kind: Optional[str] = None,
+        after_seq: Optional[int] = None,
+        page_size: Optional[int] = None,
+        from_: Optional[Timestamp] = None,
+        to: Optional[Timestamp] = None,
+    ) -> Iterator[Entry]:
+        """Every entry matching the filters, page after page."""
+        cursor = after_seq
+        while True:
+            page = self.list_entries(
+                account=account, kind=kind, after_seq=cursor, limit=page_size, from_=from_, to=to
+            )
+            yield from page.entries
+            if page.next_after_seq is None:
+                return
+            cursor = page.next_after_seq
+
+    # --- audit ------------------------------------------------------------------------
+
+    def get_audit_export(
+        self, *, format: str = "jsonl", from_seq: Optional[int] = None, to_seq: Optional[int] = None
+    ) -> AuditExport:
+        """``GET /v1/audit/export`` (scope ``audit``): the log as JSONL or CSV."""
+        return self.run(_calls.get_audit_export(format=format, from_seq=from_seq, to_seq=to_seq))
+
+    def get_audit_head(self) -> AuditHead:
+        """``GET /v1/audit/head`` (scope ``audit``): the head, signed if the
+        server has a signing key."""
+        return self.run(_calls.get_audit_head())
+
+    # --- operations -------------------------------------------------------------------
+
+    def get_healthz(self) -> Health:
+        """``GET /healthz``: the server and its database answer."""
+        return self.run(_calls.get_healthz())
+
+    def get_readyz(self) -> Health:
+        """``GET /readyz``: this process should get traffic."""
+        return self.run(_calls.get_readyz())
+
+    def get_openapi(self) -> Dict[str, Any]:
+        """``GET /openapi.json``: the API description the server serves."""
+        return self.run(_calls.get_openapi())
+
+    def get_metrics(self) -> str:
+        """``GET /metrics``: Prometheus text."""
+        return self.run(_calls.get_metrics())
+
+    # --- the retry loop ---------------------------------------------------------------
+
+    def run(self, call: Call[T]) -> T:
+        """Performs ``call`` under the retry policy."""
+        attempts = Attempts(self.policy, call, self.on_retry)
+        request_id = str(uuid.uuid4())
+        headers = request_headers(self._api_key, call, request_id)
+        while True:
+            attempts.begin()
+            try:
+                return outcome(call, self._send_once(call, headers, attempts.count, request_id))
+            except TallyError as error:
+                time.sleep(attempts.delay_after(error))
+
+    def _send_once(
+        self, call: Call[Any], headers: Dict[str, str], attempt: int, request_id: str
+    ) -> Answer:
+        timeout = self.policy.request_timeout
+        deadline = time.monotonic() + timeout
+        try:
+            with self._http.stream(
+                call.method,
+                self.base_url + call.target,
+                content=call.body,
+                headers=headers,
+                timeout=httpx.Timeout(timeout),
+            ) as response:
+                chunks = []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise attempt_timed_out(timeout, request_id)
+        except httpx.HTTPError as e:
+            raise transport_error(e, request_id) from e
+        return answer_of(response, b"".join(chunks), attempt, request_id)

@@ -1,0 +1,569 @@
+"""What the server answers, as typed, immutable values.
+
+Money and quantities are ``decimal.Decimal`` (parsed from the exact decimal
+strings the server sends, never through a float). Timestamps are kept as
+the RFC 3339 text the server sent (they are part of the hashed record and
+may carry nanoseconds); ``parse_timestamp`` turns one into a ``datetime``.
+Every model keeps the JSON object it was read from in ``raw``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
+
+from . import _json as j
+
+if TYPE_CHECKING:
+    from .errors import TallyError
+
+__all__ = [
+    "Account",
+    "AuditExport",
+    "AuditHead",
+    "Balance",
+    "BalanceFigures",
+    "BatchResult",
+    "BatchResults",
+    "Entry",
+    "EntryPage",
+    "FieldError",
+    "Health",
+    "Hold",
+    "Movements",
+    "OverdraftLimit",
+    "Posted",
+    "Rejection",
+    "Signature",
+    "Statement",
+    "Usage",
+    "UsagePeriod",
+    "parse_timestamp",
+]
+
+_FRACTION = re.compile(r"\.(\d+)")
+
+
+def parse_timestamp(text: str) -> datetime:
+    """An RFC 3339 timestamp as an aware ``datetime`` (fractions beyond
+    microseconds are truncated: ``datetime`` holds no more)."""
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    value = _FRACTION.sub(lambda m: "." + (m.group(1) + "000000")[:6], value, count=1)
+    parsed = datetime.fromisoformat(value.replace("t", "T").replace(" ", "T", 1))
+    if parsed.tzinfo is None:
+        raise ValueError(f"timestamp without an offset: {text!r}")
+    return parsed.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One field at fault in a 422 (``errors[]``)."""
+
+    field: str
+    message: str
+
+    @classmethod
+    def from_json(cls, o: j.JsonObject) -> FieldError:
+        return cls(field=j.string(o, "field"), message=j.string(o, "message"))
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a stored entry was rejected (``insufficient_funds``, ...)."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class OverdraftLimit:
+    """An overdraft floor of ``-limit``: ``{"limit": "50"}``."""
+
+    limit: Decimal
+
+
+Overdraft = Union[str, OverdraftLimit]
+"""``"allow"``, ``"forbid"`` or an ``OverdraftLimit``."""
+
+
+def _overdraft(value: Any) -> Overdraft:
+    if isinstance(value, str):
+        return value
+    return OverdraftLimit(limit=j.decimal(j.obj(value, "overdraft"), "limit"))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of the log, posted or rejected."""
+
+    id: str
+    seq: int
+    kind: str
+    upstream_id: str
+    status: str
+    rejection: Optional[Rejection]
+    account: str
+    debit_account: str
+    credit_account: str
+    amount: Decimal
+    unit: str
+    balance_after: Decimal
+    recorded_at: str
+    fingerprint: str
+    prev_hash: str
+    hash: str
+    meter: Optional[str] = None
+    quantity: Optional[Decimal] = None
+    processor: Optional[str] = None
+    occurred_at: Optional[str] = None
+    metadata: Optional[Dict[str, str]] = None
+    hold_id: Optional[str] = None
+    expires_at: Optional[str] = None
+    ttl_seconds: Optional[int] = None
+    counter_account: Optional[str] = None
+    payment_id: Optional[str] = None
+    entry_id: Optional[str] = None
+    reason: Optional[str] = None
+    direction: Optional[str] = None
+    overdraft: Optional[Overdraft] = None
+    reversed_by: Optional[str] = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def posted(self) -> bool:
+        return self.status == "posted"
+
+    @classmethod
+    def from_json(cls, value: Any) -> Entry:
+        o = j.obj(value, "entry")
+        rejection = o.get("rejection")
+        overdraft = o.get("overdraft")
+        return cls(
+            id=j.string(o, "id"),
+            seq=j.integer(o, "seq"),
+            kind=j.string(o, "kind"),
+            upstream_id=j.string(o, "upstream_id"),
+            status=j.string(o, "status"),
+            rejection=None
+            if rejection is None
+            else Rejection(
+                code=j.string(j.obj(rejection), "code"),
+                message=j.string(j.obj(rejection), "message"),
+            ),
+            account=j.string(o, "account"),
+            debit_account=j.string(o, "debit_account"),
+            credit_account=j.string(o, "credit_account"),
+            amount=j.decimal(o, "amount"),
+            unit=j.string(o, "unit"),
+            balance_after=j.decimal(o, "balance_after"),
+            recorded_at=j.string(o, "recorded_at"),
+            fingerprint=j.string(o, "fingerprint"),
+            prev_hash=j.string(o, "prev_hash"),
+            hash=j.string(o, "hash"),
+            meter=j.opt_string(o, "meter"),
+            quantity=j.opt_decimal(o, "quantity"),
+            processor=j.opt_string(o, "processor"),
+            occurred_at=j.opt_string(o, "occurred_at"),
+            metadata=j.string_map(o, "metadata"),
+            hold_id=j.opt_string(o, "hold_id"),
+            expires_at=j.opt_string(o, "expires_at"),
+            ttl_seconds=j.opt_integer(o, "ttl_seconds"),
+            counter_account=j.opt_string(o, "counter_account"),
+            payment_id=j.opt_string(o, "payment_id"),
+            entry_id=j.opt_string(o, "entry_id"),
+            reason=j.opt_string(o, "reason"),
+            direction=j.opt_string(o, "direction"),
+            overdraft=None if overdraft is None else _overdraft(overdraft),
+            reversed_by=j.opt_string(o, "reversed_by"),
+            raw=o,
+        )
+
+
+@dataclass(frozen=True)
+class Posted:
+    """The answer to a mutating call: the entry, and how it was obtained.
+
+    ``created`` is true when this call recorded the entry (201), ``replayed``
+    when the server found it already recorded under the same upstream ID
+    (200 with ``Idempotent-Replayed: true``), which is normal after a lost
+    answer. ``body`` is the exact bytes the server sent: a replay's body is
+    byte-for-byte the first answer's.
+    """
+
+    entry: Entry
+    status: int
+    created: bool
+    replayed: bool
+    attempts: int
+    body: bytes = field(repr=False)
+    request_id: Optional[str] = None
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+
+@dataclass(frozen=True)
+class EntryPage:
+    """One page of ``GET /v1/entries``; pass ``next_after_seq`` as
+    ``after_seq`` until it is ``None``."""
+
+    entries: List[Entry]
+    next_after_seq: Optional[int]
+
+    @classmethod
+    def from_json(cls, value: Any) -> EntryPage:
+        o = j.obj(value, "entry page")
+        return cls(
+            entries=[Entry.from_json(e) for e in j.objects(o, "entries")],
+            next_after_seq=j.opt_integer(o, "next_after_seq"),
+        )
+
+
+@dataclass(frozen=True)
+class Balance:
+    account: str
+    unit: str
+    debits: Decimal
+    credits: Decimal
+    posted: Decimal
+    held: Decimal
+    available: Decimal
+    as_of_seq: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> Balance:
+        o = j.obj(value, "balance")
+        return cls(
+            account=j.string(o, "account"),
+            unit=j.string(o, "unit"),
+            debits=j.decimal(o, "debits"),
+            credits=j.decimal(o, "credits"),
+            posted=j.decimal(o, "posted"),
+            held=j.decimal(o, "held"),
+            available=j.decimal(o, "available"),
+            as_of_seq=j.integer(o, "as_of_seq"),
+        )
+
+
+@dataclass(frozen=True)
+class Account:
+    """An account's settings and balance (``GET``/``PUT /v1/accounts/{account}``)."""
+
+    account: str
+    unit: str
+    overdraft: Overdraft
+    metadata: Optional[Dict[str, str]]
+    settings_version: int
+    settings_entry_id: Optional[str]
+    balance: Balance
+
+    @classmethod
+    def from_json(cls, value: Any) -> Account:
+        o = j.obj(value, "account")
+        return cls(
+            account=j.string(o, "account"),
+            unit=j.string(o, "unit"),
+            overdraft=_overdraft(o.get("overdraft")),
+            metadata=j.string_map(o, "metadata"),
+            settings_version=j.integer(o, "settings_version"),
+            settings_entry_id=j.opt_string(o, "settings_entry_id"),
+            balance=Balance.from_json(o.get("balance")),
+        )
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A hold and what became of it; ``status`` is ``open``, ``captured``,
+    ``released``, ``expired`` or ``rejected``."""
+
+    hold_id: str
+    account: str
+    unit: str
+    amount: Decimal
+    counter_account: str
+    expires_at: str
+    status: str
+    entry_id: str
+    closed_by: Optional[str]
+
+    @classmethod
+    def from_json(cls, value: Any) -> Hold:
+        o = j.obj(value, "hold")
+        return cls(
+            hold_id=j.string(o, "hold_id"),
+            account=j.string(o, "account"),
+            unit=j.string(o, "unit"),
+            amount=j.decimal(o, "amount"),
+            counter_account=j.string(o, "counter_account"),
+            expires_at=j.string(o, "expires_at"),
+            status=j.string(o, "status"),
+            entry_id=j.string(o, "entry_id"),
+            closed_by=j.opt_string(o, "closed_by"),
+        )
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """One operation's answer in a batch, exactly as its single endpoint
+    would give it: ``entry`` for 200/201, ``error`` (the exception the single
+    endpoint would raise, not raised here) otherwise."""
+
+    status: int
+    replayed: bool
+    entry: Optional[Entry]
+    error: Optional[TallyError]
+    problem: Optional[Mapping[str, Any]] = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.entry is not None and self.status < 400
+
+
+@dataclass(frozen=True)
+class BatchResults:
+    """The results of ``POST /v1/batch``, one per operation, in order."""
+
+    results: List[BatchResult]
+    attempts: int
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, index: int) -> BatchResult:
+        return self.results[index]
+
+
+@dataclass(frozen=True)
+class UsagePeriod:
+    period: str
+    meter: Optional[str]
+    unit: str
+    quantity: Decimal
+    amount: Decimal
+    entries: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> UsagePeriod:
+        o = j.obj(value, "usage period")
+        return cls(
+            period=j.string(o, "period"),
+            meter=j.opt_string(o, "meter"),
+            unit=j.string(o, "unit"),
+            quantity=j.decimal(o, "quantity"),
+            amount=j.decimal(o, "amount"),
+            entries=j.integer(o, "entries"),
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Usage per period and meter. The summaries are complete up to
+    ``current_as_of_seq``; they are complete when it equals ``head_seq``."""
+
+    account: str
+    granularity: str
+    current_as_of_seq: int
+    head_seq: int
+    usage: List[UsagePeriod]
+
+    @property
+    def complete(self) -> bool:
+        return self.current_as_of_seq == self.head_seq
+
+    @classmethod
+    def from_json(cls, value: Any) -> Usage:
+        o = j.obj(value, "usage")
+        return cls(
+            account=j.string(o, "account"),
+            granularity=j.string(o, "granularity"),
+            current_as_of_seq=j.integer(o, "current_as_of_seq"),
+            head_seq=j.integer(o, "head_seq"),
+            usage=[UsagePeriod.from_json(p) for p in j.objects(o, "usage")],
+        )
+
+
+@dataclass(frozen=True)
+class BalanceFigures:
+    debits: Decimal
+    credits: Decimal
+    posted: Decimal
+    held: Decimal
+    available: Decimal
+
+    @classmethod
+    def from_json(cls, value: Any) -> BalanceFigures:
+        o = j.obj(value, "balance figures")
+        return cls(
+            debits=j.decimal(o, "debits"),
+            credits=j.decimal(o, "credits"),
+            posted=j.decimal(o, "posted"),
+            held=j.decimal(o, "held"),
+            available=j.decimal(o, "available"),
+        )
+
+
+@dataclass(frozen=True)
+class Movements:
+    debits: Decimal
+    credits: Decimal
+    net: Decimal
+    held: Decimal
+    entries: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> Movements:
+        o = j.obj(value, "movements")
+        return cls(
+            debits=j.decimal(o, "debits"),
+            credits=j.decimal(o, "credits"),
+            net=j.decimal(o, "net"),
+            held=j.decimal(o, "held"),
+            entries=j.integer(o, "entries"),
+        )
+
+
+@dataclass(frozen=True)
+class Statement:
+    """An account over ``[from_, to)`` on the ledger's clock: opening
+    balance + movements = closing balance, and every entry of the period."""
+
+    account: str
+    unit: str
+    from_: str
+    to: str
+    opening_balance: BalanceFigures
+    movements: Movements
+    closing_balance: BalanceFigures
+    entries: List[Entry]
+    as_of_seq: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> Statement:
+        o = j.obj(value, "statement")
+        return cls(
+            account=j.string(o, "account"),
+            unit=j.string(o, "unit"),
+            from_=j.string(o, "from"),
+            to=j.string(o, "to"),
+            opening_balance=BalanceFigures.from_json(o.get("opening_balance")),
+            movements=Movements.from_json(o.get("movements")),
+            closing_balance=BalanceFigures.from_json(o.get("closing_balance")),
+            entries=[Entry.from_json(e) for e in j.objects(o, "entries")],
+            as_of_seq=j.integer(o, "as_of_seq"),
+        )
+
+
+@dataclass(frozen=True)
+class Signature:
+    """An Ed25519 signature of a checkpoint (docs/audit.md)."""
+
+    algorithm: str
+    public_key: str
+    signed_at: str
+    message: str
+    value: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> Signature:
+        o = j.obj(value, "signature")
+        return cls(
+            algorithm=j.string(o, "algorithm"),
+            public_key=j.string(o, "public_key"),
+            signed_at=j.string(o, "signed_at"),
+            message=j.string(o, "message"),
+            value=j.string(o, "value"),
+        )
+
+
+@dataclass(frozen=True)
+class AuditHead:
+    """The head of the caller's log; ``signature`` is ``None`` when the
+    server has no signing key (``signing == "off"``)."""
+
+    tenant: str
+    seq: int
+    hash: str
+    checked_at: str
+    signing: str
+    signature: Optional[Signature]
+    notice: Optional[str]
+
+    @classmethod
+    def from_json(cls, value: Any) -> AuditHead:
+        o = j.obj(value, "audit head")
+        signature = o.get("signature")
+        return cls(
+            tenant=j.string(o, "tenant"),
+            seq=j.integer(o, "seq"),
+            hash=j.string(o, "hash"),
+            checked_at=j.string(o, "checked_at"),
+            signing=j.string(o, "signing"),
+            signature=None if signature is None else Signature.from_json(signature),
+            notice=j.opt_string(o, "notice"),
+        )
+
+
+_FILENAME = re.compile(r'filename="([^"]*)"')
+
+
+@dataclass(frozen=True)
+class AuditExport:
+    """An export of the log (``GET /v1/audit/export``): the exact bytes, as
+    ``tally verify --export`` wants them."""
+
+    format: str
+    content: bytes = field(repr=False)
+    filename: Optional[str]
+    content_type: str
+
+    @staticmethod
+    def filename_of(content_disposition: Optional[str]) -> Optional[str]:
+        if not content_disposition:
+            return None
+        match = _FILENAME.search(content_disposition)
+        return match.group(1) if match else None
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8")
+
+    def records(self) -> List[Dict[str, Any]]:
+        """The JSONL records (header, entries, trailer); amounts stay the
+        exact decimal strings of the file."""
+        if self.format != "jsonl":
+            raise ValueError("records() reads a JSONL export; use rows() for CSV")
+        return [
+            dict(j.obj(j.loads(line.encode("utf-8")))) for line in self.text.splitlines() if line
+        ]
+
+    def rows(self) -> List[Dict[str, str]]:
+        """The CSV rows, keyed by the header row."""
+        if self.format != "csv":
+            raise ValueError("rows() reads a CSV export; use records() for JSONL")
+        return list(csv.DictReader(io.StringIO(self.text, newline="")))
+
+
+@dataclass(frozen=True)
+class Health:
+    """``GET /healthz`` (``status`` ``ok``) or ``GET /readyz`` (``ready``)."""
+
+    status: str
+    engine: str
+    schema_version: Optional[int]
+
+    @classmethod
+    def from_json(cls, value: Any) -> Health:
+        o = j.obj(value, "health")
+        return cls(
+            status=j.string(o, "status"),
+            engine=j.string(o, "engine"),
+            schema_version=j.opt_integer(o, "schema_version"),
+        )

@@ -1,0 +1,39 @@
+"""Every operation the server serves, and the client method for it.
+
+The table README.md shows; tests/test_coverage.py checks it against the
+OpenAPI document the server serves (both ways) and against both clients.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+__all__ = ["OPERATIONS"]
+
+OPERATIONS: Dict[Tuple[str, str], str] = {
+    ("POST", "/v1/usage-debits"): "post_usage_debit",
+    ("POST", "/v1/payments"): "post_payment",
+    ("POST", "/v1/batch"): "post_batch",
+    ("POST", "/v1/holds"): "post_hold",
+    ("GET", "/v1/holds/{hold_id}"): "get_hold",
+    ("POST", "/v1/holds/{hold_id}/capture"): "post_capture",
+    ("POST", "/v1/holds/{hold_id}/release"): "post_release",
+    ("POST", "/v1/refunds"): "post_refund",
+    ("POST", "/v1/reversals"): "post_reversal",
+    ("POST", "/v1/adjustments"): "post_adjustment",
+    ("PUT", "/v1/accounts/{account}"): "put_account",
+    ("GET", "/v1/accounts/{account}"): "get_account",
+    ("GET", "/v1/accounts/{account}/balance"): "get_balance",
+    ("GET", "/v1/accounts/{account}/usage"): "get_usage",
+    ("GET", "/v1/accounts/{account}/statement"): "get_statement",
+    ("GET", "/v1/entries"): "list_entries",
+    ("GET", "/v1/entries/{id}"): "get_entry",
+    ("GET", "/v1/audit/export"): "get_audit_export",
+    ("GET", "/v1/audit/head"): "get_audit_head",
+    ("GET", "/healthz"): "get_healthz",
+    ("GET", "/readyz"): "get_readyz",
+    ("GET", "/metrics"): "get_metrics",
+    ("GET", "/openapi.json"): "get_openapi",
+}
+"""(HTTP method, path template) → the method of ``Client`` and ``AsyncClient``.
+Not covered: ``GET /docs`` and its assets (Swagger UI, for browsers)."""

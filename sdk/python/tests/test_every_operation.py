@@ -1,0 +1,202 @@
+"""Scenario 3: every operation of the API once, on a tenant of its own,
+asserting the fields that matter. Runs with both clients on every engine."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+import tally
+
+from .conftest import uid
+
+
+def wait_for_usage(client: Any, account: str, timeout: float = 10.0) -> tally.Usage:
+    """Usage summaries are an asynchronous projection: wait until complete."""
+    deadline = time.monotonic() + timeout
+    while True:
+        usage: tally.Usage = client.get_usage(account)
+        if usage.complete or time.monotonic() > deadline:
+            return usage
+        time.sleep(0.1)
+
+
+def test_every_operation(client: Any, engine: str) -> None:
+    started = datetime.now(timezone.utc) - timedelta(seconds=1)
+    acct = uid("cust")
+
+    # PUT/GET /v1/accounts/{account}: a prepaid account that may not go below zero.
+    account = client.put_account(acct, "USD", overdraft="forbid", metadata={"plan": "pro"})
+    assert (account.account, account.unit, account.overdraft) == (acct, "USD", "forbid")
+    assert account.settings_version == 1 and account.settings_entry_id is not None
+    assert account.metadata == {"plan": "pro"} and account.balance.posted == Decimal("0")
+    assert client.put_account(acct, "USD", overdraft="forbid", metadata={"plan": "pro"}) == account
+    limited = client.put_account(acct, "USD", overdraft=tally.OverdraftLimit(Decimal("0.00")))
+    assert limited.overdraft == tally.OverdraftLimit(Decimal("0")) and limited.settings_version == 2
+    account = client.put_account(acct, "USD", overdraft="forbid", metadata={"plan": "pro"})
+    assert account.settings_version == 3
+    assert client.get_account(acct) == account
+
+    # POST /v1/payments
+    pay_id = uid("pay")
+    payment = client.post_payment(pay_id, acct, Decimal("10"), "USD", processor="stripe")
+    assert payment.created and payment.entry.kind == "payment"
+    assert payment.entry.processor == "stripe" and payment.entry.balance_after == Decimal("10")
+    assert payment.entry.credit_account == acct
+
+    # POST /v1/usage-debits
+    debit = client.post_usage_debit(
+        uid("ur"), acct, Decimal("1.25"), "USD", meter="llm-tokens", quantity=Decimal("1250")
+    )
+    assert debit.entry.kind == "usage_debit" and debit.entry.balance_after == Decimal("8.75")
+    assert debit.entry.debit_account == acct and debit.entry.credit_account == "@revenue"
+
+    # POST /v1/holds, GET /v1/holds/{hold_id}, GET balance with `held`
+    hold_id = uid("job")
+    hold = client.post_hold(hold_id, acct, Decimal("5"), "USD", ttl_seconds=300)
+    assert hold.entry.kind == "hold" and hold.entry.upstream_id == hold_id
+    assert hold.entry.ttl_seconds == 300 and hold.entry.expires_at is not None
+    state = client.get_hold(hold_id)
+    assert (state.status, state.amount, state.account, state.entry_id) == (
+        "open", Decimal("5"), acct, hold.entry.id,
+    )  # fmt: skip
+    balance = client.get_balance(acct)
+    assert (balance.posted, balance.held, balance.available) == (
+        Decimal("8.75"), Decimal("5"), Decimal("3.75"),
+    )  # fmt: skip
+
+    # POST /v1/holds/{hold_id}/capture: 3.20 posted, the rest released
+    capture = client.post_capture(hold_id, uid("cap"), Decimal("3.20"))
+    assert capture.entry.hold_id == hold_id
+    assert capture.entry.kind == "hold_capture" and capture.entry.balance_after == Decimal("5.55")
+    state = client.get_hold(hold_id)
+    assert state.status == "captured" and state.closed_by == capture.entry.id
+
+    # POST /v1/holds/{hold_id}/release
+    hold2 = uid("job")
+    client.post_hold(hold2, acct, Decimal("1"), "USD", ttl_seconds=60)
+    release = client.post_release(hold2, uid("rel"))
+    assert release.entry.kind == "hold_release"
+    assert client.get_hold(hold2).status == "released"
+    with pytest.raises(tally.HoldNotOpen) as not_open:
+        client.post_capture(hold2, uid("cap"), Decimal("1"))
+    assert not_open.value.entry is not None and not_open.value.entry.status == "rejected"
+
+    # POST /v1/refunds
+    refund = client.post_refund(uid("re"), pay_id, Decimal("2"), reason="goodwill")
+    assert refund.entry.kind == "refund" and refund.entry.payment_id == pay_id
+    assert refund.entry.balance_after == Decimal("3.55")
+
+    # POST /v1/reversals, and GET /v1/entries/{id} shows `reversed_by`
+    reversal = client.post_reversal(uid("rev"), debit.entry.id, "recorded twice upstream")
+    assert reversal.entry.kind == "reversal" and reversal.entry.entry_id == debit.entry.id
+    assert reversal.entry.balance_after == Decimal("4.80")
+    reversed_debit = client.get_entry(debit.entry.id)
+    assert reversed_debit.reversed_by == reversal.entry.id
+    assert reversed_debit.hash == debit.entry.hash  # the entry itself never changes
+
+    # POST /v1/adjustments (admin)
+    adjustment = client.post_adjustment(uid("adj"), acct, Decimal("1"), "credit", "support credit")
+    assert adjustment.entry.kind == "adjustment" and adjustment.entry.direction == "credit"
+    assert adjustment.entry.balance_after == Decimal("5.80")
+
+    # A stored rejection: the same 422 with the same rejected entry on every retry.
+    overdraw = uid("ur")
+    with pytest.raises(tally.InsufficientFunds) as first:
+        client.post_usage_debit(overdraw, acct, Decimal("50"), "USD")
+    rejected = first.value.entry
+    assert rejected is not None and rejected.status == "rejected" and not first.value.replayed
+    assert rejected.rejection is not None and rejected.rejection.code == "insufficient_funds"
+    with pytest.raises(tally.InsufficientFunds) as again:
+        client.post_usage_debit(overdraw, acct, Decimal("50"), "USD")
+    assert again.value.replayed and again.value.entry is not None
+    assert again.value.entry.id == rejected.id
+
+    # POST /v1/batch: a payment and a metered debit; the same batch again is replayed.
+    ops = [
+        tally.Payment(uid("pay"), acct, Decimal("20"), "USD"),
+        tally.UsageDebit(
+            uid("ur"), acct, Decimal("0.50"), "USD", meter="api-calls", quantity=Decimal("50")
+        ),
+    ]
+    batch = client.post_batch(ops)
+    assert [r.status for r in batch] == [201, 201] and all(r.ok for r in batch.results)
+    assert batch[1].entry is not None and batch[1].entry.balance_after == Decimal("25.30")
+    replay = client.post_batch(ops)
+    assert [(r.status, r.replayed) for r in replay] == [(200, True), (200, True)]
+    assert [r.entry.id for r in replay if r.entry] == [r.entry.id for r in batch if r.entry]
+    mixed = client.post_batch([ops[0], tally.UsageDebit(uid("ur"), acct, Decimal("1000"), "USD")])
+    assert mixed[0].replayed and isinstance(mixed[1].error, tally.InsufficientFunds)
+    assert mixed[1].entry is not None and mixed[1].entry.status == "rejected"
+
+    # GET /v1/entries, page by page
+    page = client.list_entries(account=acct, limit=100)
+    kinds = [e.kind for e in page.entries]
+    assert kinds == [
+        "account_settings", "account_settings", "account_settings", "payment", "usage_debit",
+        "hold", "hold_capture", "hold", "hold_release", "hold_capture", "refund", "reversal",
+        "adjustment", "usage_debit", "payment", "usage_debit", "usage_debit",
+    ]  # fmt: skip
+    assert page.next_after_seq is None
+    assert [e.seq for e in page.entries] == sorted(e.seq for e in page.entries)
+    paged = list(client.iter_entries(account=acct, page_size=4))
+    assert [e.id for e in paged] == [e.id for e in page.entries]
+    payments = client.list_entries(account=acct, kind="payment")
+    assert [e.kind for e in payments.entries] == ["payment", "payment"]
+
+    # GET /v1/accounts/{account}/balance: now and right after an entry
+    balance = client.get_balance(acct)
+    assert balance.posted == Decimal("25.30") and balance.held == Decimal("0")
+    assert balance.available == Decimal("25.30") and balance.unit == "USD"
+    at_refund = client.get_balance(acct, as_of_seq=refund.entry.seq)
+    assert at_refund.posted == Decimal("3.55") and at_refund.as_of_seq == refund.entry.seq
+    as_of_now = client.get_balance(
+        acct, as_of=datetime.now(timezone.utc) - timedelta(milliseconds=1)
+    )
+    assert as_of_now.posted == balance.posted
+
+    # GET /v1/accounts/{account}/usage: the reversed debit nets to zero, the batch's stays
+    usage = wait_for_usage(client, acct)
+    assert usage.complete and usage.granularity == "day"
+    rows = {p.meter: p for p in usage.usage}
+    assert rows["api-calls"].quantity == Decimal("50") and rows["api-calls"].amount == Decimal(
+        "0.5"
+    )
+    assert "llm-tokens" not in rows  # its only debit was reversed: an all-zero period is left out
+    monthly = client.get_usage(acct, granularity="month", meter="api-calls")
+    assert [p.meter for p in monthly.usage] == ["api-calls"] and monthly.granularity == "month"
+
+    # GET /v1/accounts/{account}/statement: opening + movements = closing
+    statement = client.get_statement(acct, from_=started, to=datetime.now(timezone.utc))
+    assert statement.opening_balance.posted == Decimal("0")
+    assert statement.closing_balance.posted == balance.posted
+    assert statement.movements.net == balance.posted
+    assert statement.movements.entries == len(page.entries) == len(statement.entries)
+    assert any(e.status == "rejected" for e in statement.entries)
+
+    # GET /v1/audit/head and /v1/audit/export (audit)
+    head = client.get_audit_head()
+    assert head.seq == page.entries[-1].seq and head.hash == page.entries[-1].hash
+    assert head.signing == "off" and head.signature is None and head.notice
+    export = client.get_audit_export()
+    records = export.records()
+    assert records[0]["record"] == "header" and records[-1]["record"] == "trailer"
+    assert records[-1]["last_hash"] == head.hash and records[-1]["entries"] == head.seq
+    assert [r["id"] for r in records[1:-1]] == [e.id for e in page.entries]
+    assert export.filename is not None and export.filename.endswith(".jsonl")
+    csv_export = client.get_audit_export(format="csv", from_seq=2, to_seq=head.seq)
+    rows_csv = csv_export.rows()
+    assert [int(r["seq"]) for r in rows_csv] == list(range(2, head.seq + 1))
+    assert rows_csv[-1]["hash"] == head.hash
+
+    # GET /healthz, /readyz, /openapi.json, /metrics
+    health = client.get_healthz()
+    assert (health.status, health.engine) == ("ok", engine)
+    ready = client.get_readyz()
+    assert ready.status == "ready" and ready.schema_version is not None
+    assert "/v1/usage-debits" in client.get_openapi()["paths"]
+    assert "tally_" in client.get_metrics()

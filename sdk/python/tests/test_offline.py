@@ -1,0 +1,195 @@
+"""What the client decides without a server: request bodies (exact
+decimals, required upstream IDs), error classes per problem code, reading
+answers into Decimal."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pytest
+
+import tally
+from tally import _calls
+from tally.errors import BY_CODE, error_from_answer
+from tally.intents import decimal_text
+
+
+def test_amounts_are_sent_as_exact_decimal_strings() -> None:
+    assert decimal_text(Decimal("0.0125"), "amount") == "0.0125"
+    assert decimal_text(Decimal("1.50"), "amount") == "1.50"
+    assert decimal_text(Decimal("1E+2"), "amount") == "100"
+    assert decimal_text(Decimal("1E-20"), "amount") == "0.00000000000000000001"
+    assert decimal_text(42, "amount") == "42"
+    big = Decimal("9999999999999999999999999999")
+    assert decimal_text(big, "amount") == "9999999999999999999999999999"
+
+
+@pytest.mark.parametrize("bad", [0.1, 1.0, True, "1.50", None])
+def test_floats_and_other_types_are_refused_as_money(bad: object) -> None:
+    with pytest.raises(TypeError, match="amount"):
+        tally.UsageDebit("ur_1", "cust", bad, "USD")  # type: ignore[arg-type]
+
+
+def test_non_finite_decimals_are_refused() -> None:
+    with pytest.raises(ValueError):
+        tally.Payment("p1", "cust", Decimal("NaN"), "USD")
+    with pytest.raises(ValueError):
+        tally.Payment("p1", "cust", Decimal("Infinity"), "USD")
+
+
+@pytest.mark.parametrize("missing", ["", None])
+def test_the_upstream_id_is_required(missing: object) -> None:
+    with pytest.raises(ValueError, match="usage_record_id is required"):
+        tally.UsageDebit(missing, "cust", Decimal("1"), "USD")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="refund_id is required"):
+        tally.Refund(missing, "p1", Decimal("1"))  # type: ignore[arg-type]
+
+
+def test_a_body_is_the_same_bytes_every_time() -> None:
+    debit = tally.UsageDebit(
+        "ur_1", "cust_42", Decimal("0.0125"), "USD", meter="llm", quantity=Decimal("1250"),
+        occurred_at=datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc), metadata={"model": "m1"},
+    )  # fmt: skip
+    call = _calls.post_usage_debit(debit)
+    assert call.body == _calls.post_usage_debit(debit).body
+    assert json.loads(call.body or b"") == {
+        "usage_record_id": "ur_1",
+        "account": "cust_42",
+        "amount": "0.0125",
+        "unit": "USD",
+        "meter": "llm",
+        "quantity": "1250",
+        "occurred_at": "2026-11-29T10:00:00+00:00",
+        "metadata": {"model": "m1"},
+    }
+
+
+def test_naive_datetimes_are_refused() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        tally.UsageDebit("ur_1", "c", Decimal("1"), "USD", occurred_at=datetime(2026, 1, 1))
+
+
+def test_a_hold_needs_exactly_one_expiry() -> None:
+    with pytest.raises(ValueError):
+        tally.Hold("h1", "c", Decimal("1"), "USD")
+    with pytest.raises(ValueError):
+        tally.Hold("h1", "c", Decimal("1"), "USD", ttl_seconds=5, expires_at="2030-01-01T00:00:00Z")
+
+
+def test_names_are_percent_encoded_in_paths_and_queries() -> None:
+    assert _calls.get_balance("@revenue", unit="USD", as_of_seq=None, as_of=None).target == (
+        "/v1/accounts/%40revenue/balance?unit=USD"
+    )
+    assert _calls.get_entry("a b/c+é").target == "/v1/entries/a%20b%2Fc%2B%C3%A9"
+    page = _calls.list_entries(
+        account="cust 1", kind=None, after_seq=0, limit=10, from_=None, to=None
+    )
+    assert page.target == "/v1/entries?account=cust%201&after_seq=0&limit=10"
+
+
+def problem(code: str, status: int, **extra: object) -> bytes:
+    body = {
+        "type": f"/problems/{code}",
+        "title": "t",
+        "status": status,
+        "detail": "d",
+        "code": code,
+    }
+    body.update(extra)
+    return json.dumps(body).encode()
+
+
+ENTRY = {
+    "id": "ent_1", "seq": 3, "kind": "usage_debit", "upstream_id": "ur_9", "status": "rejected",
+    "rejection": {"code": "insufficient_funds", "message": "m"}, "account": "c",
+    "debit_account": "c", "credit_account": "@revenue", "amount": "50", "unit": "USD",
+    "meter": None, "quantity": None, "processor": None, "occurred_at": None,
+    "recorded_at": "2026-01-01T00:00:00.000001Z", "metadata": None, "fingerprint": "sha256:x",
+    "prev_hash": "0" * 64, "hash": "1" * 64, "balance_after": "-0.1",
+}  # fmt: skip
+
+
+def test_every_problem_code_has_its_class() -> None:
+    expected = {
+        "malformed_json": (tally.MalformedJson, 400),
+        "unauthenticated": (tally.Unauthenticated, 401),
+        "forbidden": (tally.Forbidden, 403),
+        "not_found": (tally.NotFound, 404),
+        "method_not_allowed": (tally.MethodNotAllowed, 405),
+        "idempotency_conflict": (tally.IdempotencyConflict, 409),
+        "payload_too_large": (tally.PayloadTooLarge, 413),
+        "unsupported_media_type": (tally.UnsupportedMediaType, 415),
+        "invalid_request": (tally.InvalidRequest, 422),
+        "unit_mismatch": (tally.UnitMismatch, 422),
+        "insufficient_funds": (tally.InsufficientFunds, 422),
+        "hold_not_open": (tally.HoldNotOpen, 422),
+        "hold_expired": (tally.HoldExpired, 422),
+        "refund_exceeds_payment": (tally.RefundExceedsPayment, 422),
+        "already_reversed": (tally.AlreadyReversed, 422),
+        "total_out_of_range": (tally.TotalOutOfRange, 422),
+        "rejected": (tally.Rejected, 422),
+        "rate_limited": (tally.RateLimited, 429),
+        "internal": (tally.Internal, 500),
+        "unavailable": (tally.Unavailable, 503),
+    }
+    assert set(BY_CODE) == set(expected)
+    for code, (cls, status) in expected.items():
+        error = error_from_answer(status, problem(code, status))
+        assert type(error) is cls, code
+        assert isinstance(error, tally.TallyError)
+        assert (error.status, error.code, error.detail) == (status, code, "d")
+        assert error.problem["code"] == code
+        assert error.retryable == (status in (429, 500, 503))
+
+
+def test_conflict_carries_the_entry_and_the_differing_fields() -> None:
+    error = error_from_answer(
+        409,
+        problem(
+            "idempotency_conflict", 409, entry_id="ent_7", differing_fields=["amount", "meter"]
+        ),
+    )
+    assert isinstance(error, tally.IdempotencyConflict)
+    assert error.entry_id == "ent_7" and error.differing_fields == ["amount", "meter"]
+
+
+def test_a_stored_rejection_carries_its_entry_with_decimals() -> None:
+    error = error_from_answer(422, problem("insufficient_funds", 422, entry=ENTRY), replayed=True)
+    assert isinstance(error, tally.InsufficientFunds) and isinstance(error, tally.Rejected)
+    assert error.entry is not None and error.entry.status == "rejected"
+    assert error.entry.amount == Decimal("50") and error.entry.balance_after == Decimal("-0.1")
+    assert error.replayed
+    unknown = error_from_answer(422, problem("some_new_rule", 422, entry=ENTRY))
+    assert type(unknown) is tally.Rejected and unknown.code == "some_new_rule"
+
+
+def test_unknown_codes_and_bare_statuses() -> None:
+    assert type(error_from_answer(502, b"<html>bad gateway</html>")) is tally.ServerError
+    assert error_from_answer(502, b"").retryable
+    assert type(error_from_answer(429, b"")) is tally.RateLimited
+    teapot = error_from_answer(418, problem("teapot", 418))
+    assert type(teapot) is tally.TallyError and not teapot.retryable and teapot.code == "teapot"
+
+
+def test_invalid_request_lists_the_fields() -> None:
+    error = error_from_answer(
+        422, problem("invalid_request", 422, errors=[{"field": "unit", "message": "bad"}])
+    )
+    assert isinstance(error, tally.InvalidRequest)
+    assert error.errors == [tally.FieldError("unit", "bad")] and error.fields == ["unit"]
+
+
+def test_json_numbers_in_answers_never_become_floats() -> None:
+    from tally import _json
+
+    parsed = _json.loads(b'{"a": 0.1, "b": 1e-20}')
+    assert parsed == {"a": Decimal("0.1"), "b": Decimal("1e-20")}
+    assert all(isinstance(v, Decimal) for v in parsed.values())
+
+
+def test_timestamps_parse_with_nanoseconds_and_offsets() -> None:
+    t = tally.parse_timestamp("2026-11-29T11:00:00.123456789+01:00")
+    assert t == datetime(2026, 11, 29, 10, 0, 0, 123456, tzinfo=timezone.utc)
+    assert tally.parse_timestamp("2026-11-29T10:00:00Z").tzinfo is not None
