@@ -1,0 +1,473 @@
+/**
+ * `TallyClient`: one method per operation of the OpenAPI document (named
+ * by its operationId), each sent through the retrying transport. Methods
+ * and paths come from the generated operation table; request and response
+ * types are the generated schemas.
+ */
+
+import { DecodeError, type TallyError, problemError } from "./errors.js";
+import {
+  type AccountSettingsRequest,
+  type Account,
+  type AdjustmentRequest,
+  type AuditHead,
+  type Balance,
+  type BatchItem,
+  type BatchOperation,
+  type CaptureRequest,
+  type Entry,
+  type EntryPage,
+  type GetAuditExportQuery,
+  type GetBalanceQuery,
+  type GetStatementQuery,
+  type GetUsageQuery,
+  type Health,
+  type Hold,
+  type HoldRequest,
+  type ListEntriesQuery,
+  OPERATIONS,
+  type OperationId,
+  type PaymentRequest,
+  type RefundRequest,
+  type ReleaseRequest,
+  type ReversalRequest,
+  type Schemas,
+  type Statement,
+  type Usage,
+  type UsageDebitRequest,
+} from "./generated/schema.js";
+import { requireDecimalStrings, requireUpstreamId } from "./guards.js";
+import { type HttpAnswer, type RetryEvent, Transport } from "./http.js";
+import { DEFAULT_RETRY_POLICY, type RetryPolicy, jitter, validatePolicy } from "./retry.js";
+import { type QueryValue, fillPath, queryString } from "./url.js";
+
+export const SDK_VERSION = "0.1.0";
+
+export interface ClientOptions {
+  /** The server's root, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */
+  readonly baseUrl: string;
+  /** An API key from `tally keys create`. */
+  readonly apiKey: string;
+  /** Overrides of {@link DEFAULT_RETRY_POLICY}. */
+  readonly retry?: Partial<RetryPolicy>;
+  /** Called before each wait between attempts (logging, metrics, tests). */
+  readonly onRetry?: (event: RetryEvent) => void;
+  /** The `fetch` to use; the global one by default. */
+  readonly fetch?: typeof globalThis.fetch;
+  readonly userAgent?: string;
+  /** Jitter source, uniform in [0, 1); cryptographic randomness by default. */
+  readonly random?: () => number;
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** Cancels the call, between or during attempts; never retried. */
+  readonly signal?: AbortSignal;
+  /**
+   * Sent as `X-Request-Id` on every attempt of the call (1–128 visible ASCII
+   * characters), so the server's log shows the retries of one call together.
+   * A new UUID per call by default.
+   */
+  readonly requestId?: string;
+}
+
+/** The answer of every call that records an entry. */
+export interface EntryResult {
+  readonly entry: Entry;
+  /**
+   * The entry already existed: 200 with `Idempotent-Replayed: true`. After
+   * a retry this is normal: an earlier attempt committed, its answer was lost.
+   */
+  readonly replayed: boolean;
+  /** This call created the entry (201). */
+  readonly created: boolean;
+  /** 201, or 200 for a replay. */
+  readonly status: number;
+  /** HTTP attempts made, 1 when nothing was retried. */
+  readonly attempts: number;
+  /** `X-Request-Id` of the answer. */
+  readonly requestId: string | undefined;
+  /** The response body exactly as received (a replay's is byte-identical). */
+  readonly body: string;
+}
+
+/** One result of a batch: the single endpoint's answer, and its error if any. */
+export type BatchItemResult = BatchItem & {
+  /** The problem as the error its single endpoint would have thrown. */
+  readonly error: TallyError | undefined;
+};
+
+export interface BatchResult {
+  /** One per operation, in request order. */
+  readonly results: readonly BatchItemResult[];
+  readonly attempts: number;
+  readonly requestId: string | undefined;
+}
+
+/** `GET /v1/audit/export`: the log as JSON Lines or CSV. */
+export interface AuditExport {
+  readonly format: "jsonl" | "csv";
+  readonly contentType: string;
+  /** From `Content-Disposition`, e.g. `tally-export-acme-1-42.jsonl`. */
+  readonly filename: string | undefined;
+  /** The export exactly as received: what `tally verify --export` checks. */
+  readonly text: string;
+  /**
+   * JSON Lines only: each line parsed (`record` is `header`, `entry` or
+   * `trailer`). The document gives these records no schema.
+   */
+  readonly records: readonly AuditExportRecord[] | undefined;
+}
+
+export interface AuditExportRecord {
+  readonly record: "header" | "entry" | "trailer" | (string & {});
+  readonly [key: string]: unknown;
+}
+
+/** The operations this client covers: every `/v1` operation, and the probes. */
+export type SdkOperationId =
+  | { [K in OperationId]: (typeof OPERATIONS)[K]["path"] extends `/v1/${string}` ? K : never }[OperationId]
+  | "getHealthz"
+  | "getReadyz";
+
+type Operations = typeof OPERATIONS;
+/** The request body schema the document names for operation `K`. */
+type RequestOf<K extends OperationId> = Operations[K]["requestBody"] extends keyof Schemas
+  ? Schemas[Operations[K]["requestBody"]]
+  : never;
+type EntryOperationId =
+  | "postUsageDebit"
+  | "postPayment"
+  | "postHold"
+  | "postCapture"
+  | "postRelease"
+  | "postRefund"
+  | "postReversal"
+  | "postAdjustment";
+
+/**
+ * Operations that record an entry, and the request field holding their
+ * upstream ID (checked against the document's request schemas).
+ */
+const UPSTREAM_ID = {
+  postUsageDebit: "usage_record_id",
+  postPayment: "payment_id",
+  postHold: "hold_id",
+  postCapture: "capture_id",
+  postRelease: "release_id",
+  postRefund: "refund_id",
+  postReversal: "reversal_id",
+  postAdjustment: "adjustment_id",
+} as const satisfies { readonly [K in EntryOperationId]: keyof RequestOf<K> & string };
+
+/** The upstream ID field of each batch operation type. */
+const BATCH_UPSTREAM_ID: { readonly [T in BatchOperation["type"]]: keyof Extract<BatchOperation, { type: T }> & string } = {
+  usage_debit: "usage_record_id",
+  payment: "payment_id",
+  hold: "hold_id",
+  refund: "refund_id",
+  reversal: "reversal_id",
+};
+
+const JSON_TYPE = "application/json";
+
+export class TallyClient {
+  readonly #transport: Transport;
+
+  constructor(options: ClientOptions) {
+    if (typeof options.baseUrl !== "string" || !/^https?:\/\//.test(options.baseUrl)) {
+      throw new TypeError(`baseUrl must be an http(s) URL, got ${String(options.baseUrl)}`);
+    }
+    if (typeof options.apiKey !== "string" || options.apiKey === "") {
+      throw new TypeError("apiKey is required");
+    }
+    const fetchImpl = options.fetch ?? globalThis.fetch;
+    if (typeof fetchImpl !== "function") throw new TypeError("no fetch: Node ≥ 20 has one built in");
+    this.#transport = new Transport({
+      baseUrl: options.baseUrl.replace(/\/+$/, ""),
+      apiKey: options.apiKey,
+      policy: validatePolicy({ ...DEFAULT_RETRY_POLICY, ...definedOnly(options.retry ?? {}) }),
+      fetch: fetchImpl,
+      userAgent: options.userAgent ?? `tally-client-ts/${SDK_VERSION}`,
+      random: options.random ?? jitter,
+      onRetry: options.onRetry,
+    });
+  }
+
+  /** The effective retry policy. */
+  get retryPolicy(): RetryPolicy {
+    return this.#transport.policy;
+  }
+
+  // --- entries --------------------------------------------------------
+
+  /** `POST /v1/usage-debits`, keyed by `usage_record_id`. */
+  postUsageDebit(request: UsageDebitRequest, options?: CallOptions): Promise<EntryResult> {
+    return this.#postEntry("postUsageDebit", request, {}, options);
+  }
+
+  /** `POST /v1/payments`, keyed by `payment_id`. */
+  postPayment(request: PaymentRequest, options?: CallOptions): Promise<EntryResult> {
+    return this.#postEntry("postPayment", request, {}, options);
+  }
+
+  /**
+   * `POST /v1/batch`: up to 1,000 operations, one result each, in order.
+   * Transient failures retry the whole batch; its items keep their upstream
+   * IDs, so what already committed is replayed, not doubled. A problem of
+   * one item is in its result (`problem`, `error`), not thrown.
+   */
+  async postBatch(operations: readonly BatchOperation[], options?: CallOptions): Promise<BatchResult> {
+    if (!Array.isArray(operations) || operations.length === 0) {
+      throw new TypeError("postBatch: operations must be a non-empty array");
+    }
+    operations.forEach((operation, index) => {
+      const type: unknown = (operation as { type?: unknown } | null)?.type;
+      const field = typeof type === "string" && Object.hasOwn(BATCH_UPSTREAM_ID, type)
+        ? BATCH_UPSTREAM_ID[type as BatchOperation["type"]]
+        : undefined;
+      if (field === undefined) {
+        throw new TypeError(`postBatch: operations[${index}].type must be one of ${Object.keys(BATCH_UPSTREAM_ID).join(", ")}`);
+      }
+      requireUpstreamId(operation, field, `postBatch: operations[${index}]`);
+    });
+    requireDecimalStrings(operations, "postBatch", "operations");
+    const answer = await this.#send("postBatch", { body: { operations } }, options);
+    const parsed = decodeObject<{ results?: unknown }>(answer);
+    if (!Array.isArray(parsed.results) || parsed.results.length !== operations.length) {
+      throw new DecodeError(`expected ${operations.length} results`, answer.status, answer.text);
+    }
+    const results = (parsed.results as BatchItem[]).map((item) => ({
+      ...item,
+      error: item.problem === undefined ? undefined : problemError(item.status, item.problem, { replayed: item.replayed }),
+    }));
+    return { results, attempts: answer.attempts, requestId: requestIdOf(answer) };
+  }
+
+  /** `GET /v1/entries/{id}`: the entry as first recorded (plus `reversed_by`). */
+  async getEntry(id: string, options?: CallOptions): Promise<Entry> {
+    return decodeEntry(await this.#send("getEntry", { path: { id } }, options));
+  }
+
+  /** `GET /v1/entries`: one page; pass `next_after_seq` as `after_seq` for the next. */
+  async listEntries(query: ListEntriesQuery = {}, options?: CallOptions): Promise<EntryPage> {
+    const answer = await this.#send("listEntries", { query }, options);
+    const page = decodeObject<EntryPage>(answer);
+    if (!Array.isArray(page.entries)) throw new DecodeError("no entries array", answer.status, answer.text);
+    return page;
+  }
+
+  /** Every entry matching `query`, page after page (`limit` is the page size). */
+  async *iterateEntries(query: ListEntriesQuery = {}, options?: CallOptions): AsyncGenerator<Entry, void, undefined> {
+    let after = query.after_seq;
+    for (;;) {
+      const page = await this.listEntries(after === undefined ? query : { ...query, after_seq: after }, options);
+      yield* page.entries;
+      if (page.next_after_seq === null || page.next_after_seq === undefined) return;
+      after = page.next_after_seq;
+    }
+  }
+
+  // --- holds ----------------------------------------------------------
+
+  /** `POST /v1/holds`, keyed by `hold_id`. */
+  postHold(request: HoldRequest, options?: CallOptions): Promise<EntryResult> {
+    return this.#postEntry("postHold", request, {}, options);
+  }
+
+  /** `GET /v1/holds/{hold_id}`. */
+  async getHold(holdId: string, options?: CallOptions): Promise<Hold> {
+    return decodeObject<Hold>(await this.#send("getHold", { path: { hold_id: holdId } }, options));
+  }
+
+  /** `POST /v1/holds/{hold_id}/capture`, keyed by `capture_id`. */
+  postCapture(holdId: string, request: CaptureRequest, options?: CallOptions): Promise<EntryResult> {
+    return this.#postEntry("postCapture", request, { hold_id: holdId }, options);
+  }
+
+  /** `POST /v1/holds/{hold_id}/release`, keyed by `release_id`. */
+  postRelease(holdId: string, request: ReleaseRequest, options?: CallOptions): Promise<EntryResult> {
+    return this.#postEntry("postRelease", request, { hold_id: holdId }, options);
+  }
+
+  // --- rules ----------------------------------------------------------
+
+  /** `POST /v1/refunds`, keyed by `refund_id`. */
+  postRefund(request: RefundRequest, options?: CallOptions): Promise<EntryResult> {
+    return this.#postEntry("postRefund", request, {}, options);
+  }
+
+  /** `POST /v1/reversals`, keyed by `reversal_id`. */
+  postReversal(request: ReversalRequest, options?: CallOptions): Promise<EntryResult> {
+    return this.#postEntry("postReversal", request, {}, options);
+  }
+
+  /** `POST /v1/adjustments` (scope `admin`), keyed by `adjustment_id`. */
+  postAdjustment(request: AdjustmentRequest, options?: CallOptions): Promise<EntryResult> {
+    return this.#postEntry("postAdjustment", request, {}, options);
+  }
+
+  // --- accounts -------------------------------------------------------
+
+  /** `GET /v1/accounts/{account}`: settings and current balance. */
+  async getAccount(account: string, options?: CallOptions): Promise<Account> {
+    return decodeObject<Account>(await this.#send("getAccount", { path: { account } }, options));
+  }
+
+  /**
+   * `PUT /v1/accounts/{account}` (scope `admin`): the settings in full.
+   * Idempotent by content, so retrying it is always safe.
+   */
+  async putAccount(account: string, settings: AccountSettingsRequest, options?: CallOptions): Promise<Account> {
+    requireDecimalStrings(settings, "putAccount");
+    return decodeObject<Account>(await this.#send("putAccount", { path: { account }, body: settings }, options));
+  }
+
+  /** `GET /v1/accounts/{account}/balance`: now, `as_of_seq` or `as_of`. */
+  async getBalance(account: string, query: GetBalanceQuery = {}, options?: CallOptions): Promise<Balance> {
+    return decodeObject<Balance>(await this.#send("getBalance", { path: { account }, query }, options));
+  }
+
+  /** `GET /v1/accounts/{account}/usage`: per meter and day or month. */
+  async getUsage(account: string, query: GetUsageQuery = {}, options?: CallOptions): Promise<Usage> {
+    return decodeObject<Usage>(await this.#send("getUsage", { path: { account }, query }, options));
+  }
+
+  /** `GET /v1/accounts/{account}/statement`: `from` and `to` are required. */
+  async getStatement(account: string, query: GetStatementQuery, options?: CallOptions): Promise<Statement> {
+    return decodeObject<Statement>(await this.#send("getStatement", { path: { account }, query }, options));
+  }
+
+  // --- audit ----------------------------------------------------------
+
+  /** `GET /v1/audit/export` (scope `audit`): the log, JSON Lines by default. */
+  async getAuditExport(query: GetAuditExportQuery = {}, options?: CallOptions): Promise<AuditExport> {
+    const format = query.format ?? "jsonl";
+    if (format !== "jsonl" && format !== "csv") throw new TypeError(`format must be jsonl or csv, got ${format}`);
+    const accept = format === "csv" ? "text/csv" : "application/x-ndjson";
+    const answer = await this.#send("getAuditExport", { query, accept }, options);
+    const disposition = answer.headers.get("content-disposition") ?? "";
+    return {
+      format,
+      contentType: answer.headers.get("content-type") ?? "",
+      filename: /filename="([^"]*)"/.exec(disposition)?.[1],
+      text: answer.text,
+      records: format === "jsonl" ? parseJsonLines(answer) : undefined,
+    };
+  }
+
+  /** `GET /v1/audit/head` (scope `audit`): the chain head, signed when signing is on. */
+  async getAuditHead(options?: CallOptions): Promise<AuditHead> {
+    return decodeObject<AuditHead>(await this.#send("getAuditHead", {}, options));
+  }
+
+  // --- probes ---------------------------------------------------------
+
+  /** `GET /healthz`: the database answers. */
+  async getHealthz(options?: CallOptions): Promise<Health> {
+    return decodeObject<Health>(await this.#send("getHealthz", {}, options));
+  }
+
+  /** `GET /readyz`: this process should get traffic. */
+  async getReadyz(options?: CallOptions): Promise<Health> {
+    return decodeObject<Health>(await this.#send("getReadyz", {}, options));
+  }
+
+  // --- plumbing -------------------------------------------------------
+
+  async #postEntry(
+    id: keyof typeof UPSTREAM_ID,
+    request: object,
+    path: Readonly<Record<string, string>>,
+    options: CallOptions | undefined,
+  ): Promise<EntryResult> {
+    requireUpstreamId(request, UPSTREAM_ID[id], id);
+    requireDecimalStrings(request, id);
+    const answer = await this.#send(id, { path, body: request }, options);
+    const entry = decodeEntry(answer);
+    return {
+      entry,
+      replayed: answer.headers.get("idempotent-replayed") === "true",
+      created: answer.status === 201,
+      status: answer.status,
+      attempts: answer.attempts,
+      requestId: requestIdOf(answer),
+      body: answer.text,
+    };
+  }
+
+  /** Builds the request of operation `id` from the generated table and sends it. */
+  #send(
+    id: SdkOperationId,
+    parts: { path?: Readonly<Record<string, string>>; query?: object; body?: unknown; accept?: string },
+    options: CallOptions | undefined,
+  ): Promise<HttpAnswer> {
+    const operation = OPERATIONS[id];
+    if ((operation.requestBody === null) !== (parts.body === undefined)) {
+      throw new Error(`${id}: the document says requestBody ${operation.requestBody}, the client disagrees`);
+    }
+    const path =
+      fillPath(operation.path, parts.path ?? {}) +
+      queryString(parts.query as Readonly<Record<string, QueryValue>> | undefined, operation.queryParams);
+    return this.#transport.send({
+      method: operation.method,
+      path,
+      body: parts.body === undefined ? undefined : JSON.stringify(parts.body),
+      accept: parts.accept ?? JSON_TYPE,
+      signal: options?.signal,
+      requestId: options?.requestId ?? globalThis.crypto.randomUUID(),
+    });
+  }
+}
+
+/**
+ * Compile-time coverage: fails to build when the document gains a `/v1`
+ * operation this class has no method for (the method is named by the
+ * operationId).
+ */
+type MissingOperations = Exclude<SdkOperationId, keyof TallyClient>;
+const everyOperationHasAMethod: [MissingOperations] extends [never] ? true : MissingOperations = true;
+void everyOperationHasAMethod;
+
+/** `{maxAttempts: undefined}` keeps the default rather than breaking the policy. */
+function definedOnly<T extends object>(values: T): Partial<T> {
+  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== undefined)) as Partial<T>;
+}
+
+function requestIdOf(answer: HttpAnswer): string | undefined {
+  return answer.headers.get("x-request-id") ?? undefined;
+}
+
+function decodeObject<T>(answer: HttpAnswer): T {
+  let value: unknown;
+  try {
+    value = JSON.parse(answer.text);
+  } catch (error) {
+    throw new DecodeError("not JSON", answer.status, answer.text, error);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new DecodeError("not a JSON object", answer.status, answer.text);
+  }
+  return value as T;
+}
+
+function decodeEntry(answer: HttpAnswer): Entry {
+  const entry = decodeObject<Entry>(answer);
+  if (typeof entry.id !== "string" || typeof entry.seq !== "number") {
+    throw new DecodeError("not an entry (no id or seq)", answer.status, answer.text);
+  }
+  return entry;
+}
+
+function parseJsonLines(answer: HttpAnswer): AuditExportRecord[] {
+  return answer.text
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line, index) => {
+      try {
+        return JSON.parse(line) as AuditExportRecord;
+      } catch (error) {
+        throw new DecodeError(`line ${index + 1} of the export is not JSON`, answer.status, answer.text, error);
+      }
+    });
+}

@@ -1,0 +1,61 @@
+/**
+ * @tally/client — a retry-safe client for the tally usage ledger.
+ *
+ * Every call that records an entry takes the upstream system's stable ID
+ * and sends the same bytes on every attempt, so a retry after a lost answer
+ * is a replay (`replayed: true`), never a second entry. Only what may be
+ * transient is retried (connection errors, timeouts, 429, 5xx), with capped
+ * exponential backoff, full jitter and `Retry-After` as a floor.
+ */
+
+export {
+  TallyClient,
+  SDK_VERSION,
+  type ClientOptions,
+  type CallOptions,
+  type EntryResult,
+  type BatchResult,
+  type BatchItemResult,
+  type AuditExport,
+  type AuditExportRecord,
+  type SdkOperationId,
+} from "./client.js";
+export type { RetryEvent } from "./http.js";
+export {
+  DEFAULT_RETRY_POLICY,
+  backoffDelay,
+  isRetryableStatus,
+  parseRetryAfter,
+  type RetryPolicy,
+} from "./retry.js";
+export {
+  TallyError,
+  MalformedJson,
+  Unauthenticated,
+  Forbidden,
+  NotFound,
+  MethodNotAllowed,
+  IdempotencyConflict,
+  PayloadTooLarge,
+  UnsupportedMediaType,
+  InvalidRequest,
+  UnitMismatch,
+  RuleRejection,
+  InsufficientFunds,
+  HoldNotOpen,
+  HoldExpired,
+  RefundExceedsPayment,
+  AlreadyReversed,
+  TotalOutOfRange,
+  RateLimited,
+  Unavailable,
+  Internal,
+  TransportError,
+  RetriesExhausted,
+  DecodeError,
+  problemError,
+  type AttemptFailure,
+  type AnswerContext,
+} from "./errors.js";
+export { OPERATIONS, PROBLEM_CODES } from "./generated/schema.js";
+export type * from "./generated/schema.js";

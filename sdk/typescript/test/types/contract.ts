@@ -1,0 +1,68 @@
+// Compile-time checks of the published types (dist/*.d.ts), run by
+// `npm test` with `tsc --noEmit`: the client's signatures are the document's
+// schemas, money is a string, upstream IDs are required. Each expected
+// error below fails the build if its line ever compiles.
+
+import type {
+  BatchOperation,
+  Entry,
+  OPERATIONS,
+  Schemas,
+  TallyClient,
+} from "../../dist/index.js";
+
+type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+function assertType<T extends true>(): T | void {}
+
+type Ops = typeof OPERATIONS;
+/** The request body schema the document names for an operation. */
+type RequestOf<K extends keyof Ops> = Ops[K]["requestBody"] extends keyof Schemas ? Schemas[Ops[K]["requestBody"]] : never;
+/** The 200 answer's schema the document names for an operation. */
+type OkOf<K extends keyof Ops> = Ops[K]["responses"] extends { "200": { schema: infer S } } ? (S extends keyof Schemas ? Schemas[S] : never) : never;
+
+// Request bodies are exactly the document's request schemas.
+assertType<Equals<Parameters<TallyClient["postUsageDebit"]>[0], RequestOf<"postUsageDebit">>>();
+assertType<Equals<Parameters<TallyClient["postPayment"]>[0], RequestOf<"postPayment">>>();
+assertType<Equals<Parameters<TallyClient["postHold"]>[0], RequestOf<"postHold">>>();
+assertType<Equals<Parameters<TallyClient["postCapture"]>[1], RequestOf<"postCapture">>>();
+assertType<Equals<Parameters<TallyClient["postRelease"]>[1], RequestOf<"postRelease">>>();
+assertType<Equals<Parameters<TallyClient["postRefund"]>[0], RequestOf<"postRefund">>>();
+assertType<Equals<Parameters<TallyClient["postReversal"]>[0], RequestOf<"postReversal">>>();
+assertType<Equals<Parameters<TallyClient["postAdjustment"]>[0], RequestOf<"postAdjustment">>>();
+assertType<Equals<Parameters<TallyClient["putAccount"]>[1], RequestOf<"putAccount">>>();
+assertType<Equals<readonly BatchOperation[], Parameters<TallyClient["postBatch"]>[0]>>();
+assertType<Equals<RequestOf<"postBatch">, Schemas["BatchRequest"]>>();
+
+// Answers are the document's response schemas.
+assertType<Equals<Awaited<ReturnType<TallyClient["postUsageDebit"]>>["entry"], OkOf<"postUsageDebit">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getEntry"]>>, OkOf<"getEntry">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["listEntries"]>>, OkOf<"listEntries">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getHold"]>>, OkOf<"getHold">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getAccount"]>>, OkOf<"getAccount">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["putAccount"]>>, OkOf<"putAccount">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getBalance"]>>, OkOf<"getBalance">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getUsage"]>>, OkOf<"getUsage">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getStatement"]>>, OkOf<"getStatement">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getAuditHead"]>>, OkOf<"getAuditHead">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getHealthz"]>>, OkOf<"getHealthz">>>();
+
+// Money and quantities are strings, in requests and answers.
+assertType<Equals<Entry["amount"], string>>();
+assertType<Equals<Entry["balance_after"], string>>();
+
+declare const client: TallyClient;
+export async function compileOnly(): Promise<void> {
+  await client.postUsageDebit({ usage_record_id: "ur_1", account: "cust", amount: "0.0125", unit: "USD" });
+  // @ts-expect-error money is never a JS number
+  await client.postUsageDebit({ usage_record_id: "ur_1", account: "cust", amount: 0.0125, unit: "USD" });
+  // @ts-expect-error the upstream ID is required: a retry must be a replay
+  await client.postPayment({ account: "cust", amount: "10", unit: "USD" });
+  // @ts-expect-error a capture names its hold and has its own upstream ID
+  await client.postCapture("hold_1", { amount: "1" });
+  // @ts-expect-error unknown fields are refused (the server says additionalProperties: false)
+  await client.postRefund({ refund_id: "r", payment_id: "p", amount: "1", amout: "1" });
+  // @ts-expect-error a batch operation needs its type
+  await client.postBatch([{ usage_record_id: "ur_1", account: "cust", amount: "1", unit: "USD" }]);
+  // @ts-expect-error a statement needs its period
+  await client.getStatement("cust", {});
+}
