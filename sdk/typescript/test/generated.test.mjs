@@ -75,3 +75,31 @@ test("the README's table lists every operation with its method and path", () => 
   }
   assert.equal(rows.size, sdkOperationIds().length, "no row for an operation that does not exist");
 });
+
+test("`npm run generate:check` fails when the document changes without regenerating, and passes now", async () => {
+  const { execFile } = await import("node:child_process");
+  const { mkdtempSync, writeFileSync, rmSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const script = new URL("../scripts/generate-types.mjs", import.meta.url).pathname;
+  const check = (input) =>
+    new Promise((resolveRun) => {
+      const args = [script, "--check", ...(input ? ["--input", input] : [])];
+      execFile(process.execPath, args, (error, stdout, stderr) => resolveRun({ code: error ? error.code : 0, stdout, stderr }));
+    });
+  const now = await check(process.env.TALLY_OPENAPI_DOCUMENT);
+  assert.equal(now.code, 0, `generate:check fails on the committed document: ${now.stderr}`);
+  const dir = mkdtempSync(join(tmpdir(), "tally-sdk-doc-"));
+  try {
+    // A purely additive change (a new optional property) must be caught too.
+    const doc = committedDocument();
+    doc.components.schemas.Balance.properties.future_field = { type: "string", description: "added later" };
+    const changed = join(dir, "openapi.json");
+    writeFileSync(changed, JSON.stringify(doc));
+    const stale = await check(changed);
+    assert.equal(stale.code, 1, "generate:check passed although the document changed");
+    assert.match(stale.stderr, /is stale: run npm run generate/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,9 +1,10 @@
-// Scenario 6 and the rest of the retry loop's edges, against stub servers
-// (no tally needed): a terminal error after the attempts or the time budget
-// are spent, final 4xx never retried, connection errors and per-attempt
-// timeouts retried, a caller's abort never retried.
+// Scenario 6 and the rest of the retry loop's edges: against a real
+// `tally serve` that is then stopped (connection errors until the attempts
+// or the time budget are spent, then a terminal RetriesExhausted), and
+// against stub servers: final 4xx never retried, 503s until the limit,
+// per-attempt timeouts retried, a caller's abort never retried.
 
-import { test } from "node:test";
+import { describe, it, test } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
 import {
@@ -14,6 +15,7 @@ import {
   Unavailable,
 } from "../dist/index.js";
 import { problemReply, startStub } from "./helpers/net.mjs";
+import { engines, startTally, uid } from "./helpers/tally.mjs";
 
 const debit = { usage_record_id: "ur_terminal", account: "cust", amount: "1.50", unit: "USD" };
 
@@ -160,3 +162,53 @@ test("a success answer that is not JSON is a DecodeError, not retried", async (t
   assert.equal(error.body, "<html>");
   assert.equal(stub.requests.length, 1);
 });
+
+for (const engine of engines()) {
+  describe(`terminal error against a real server [${engine.name}]`, () => {
+    it("scenario 6: once the server is gone, RetriesExhausted after the attempt limit, and after the time budget", async () => {
+      const server = await startTally(engine);
+      let running = true;
+      try {
+        const { apiKey } = await server.createKey();
+        const quick = { baseDelayMs: 10, maxDelayMs: 40, requestTimeoutMs: 500 };
+        const client = (baseUrl, retry, extra = {}) => new TallyClient({ baseUrl, apiKey, retry, ...extra });
+        const live = client(server.baseUrl, { ...quick, maxAttempts: 4 });
+        const intent = { usage_record_id: uid("ur"), account: "cust_gone", amount: "1", unit: "USD" };
+        const posted = await live.postUsageDebit(intent);
+        assert.equal(posted.status, 201);
+
+        await server.stop();
+        running = false;
+
+        const retries = [];
+        const gone = client(server.baseUrl, { ...quick, maxAttempts: 4 }, { onRetry: (e) => retries.push(e) });
+        const error = await gone.postUsageDebit(intent).then(
+          () => assert.fail("expected RetriesExhausted"),
+          (e) => e,
+        );
+        assert.ok(error instanceof RetriesExhausted, `got ${error}`);
+        assert.equal(error.reason, "max_attempts");
+        assert.equal(error.attempts, 4);
+        assert.ok(error.lastError instanceof TransportError, `last error ${error.lastError}`);
+        assert.equal(error.lastError.timeout, false);
+        assert.equal(retries.length, 3, "a retry before each attempt but the first");
+        assert.ok(retries.every((e) => e.error instanceof TransportError));
+        assert.match(error.message, /gave up after 4 attempt\(s\)/);
+
+        // The time budget bounds retrying as well as the attempt limit does.
+        const budget = 300;
+        const bounded = client(server.baseUrl, { ...quick, maxAttempts: 1000, totalBudgetMs: budget });
+        const started = performance.now();
+        const spent = await bounded.getBalance("cust_gone").catch((e) => e);
+        const elapsed = performance.now() - started;
+        assert.ok(spent instanceof RetriesExhausted, `got ${spent}`);
+        assert.equal(spent.reason, "time_budget");
+        assert.ok(spent.attempts > 1 && spent.attempts < 1000, `attempts: ${spent.attempts}`);
+        assert.ok(spent.lastError instanceof TransportError);
+        assert.ok(elapsed < budget + 500, `gave up near the budget (${elapsed.toFixed(0)} ms)`);
+      } finally {
+        if (running) await server.stop();
+      }
+    });
+  });
+}
