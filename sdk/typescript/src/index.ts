@@ -59,3 +59,13 @@ export {
 } from "./errors.js";
 export { OPERATIONS, PROBLEM_CODES } from "./generated/schema.js";
 export type * from "./generated/schema.js";
+export {
+  verifyWebhook,
+  signWebhook,
+  WebhookVerificationError,
+  DEFAULT_WEBHOOK_TOLERANCE_SECONDS,
+  type WebhookEvent,
+  type WebhookHeaders,
+  type WebhookVerificationReason,
+  type VerifyWebhookOptions,
+} from "./webhooks.js";

@@ -78,6 +78,7 @@ from .models import (
 from .models import Hold as HoldState
 from .operations import OPERATIONS
 from .retry import RetryPolicy
+from .webhooks import WebhookVerificationError, sign_webhook, verify_webhook
 
 __all__ = [
     "OPERATIONS",
@@ -143,6 +144,9 @@ __all__ = [
     "Usage",
     "UsageDebit",
     "UsagePeriod",
+    "WebhookVerificationError",
     "__version__",
     "parse_timestamp",
+    "sign_webhook",
+    "verify_webhook",
 ]
