@@ -9,6 +9,7 @@ pub mod body_size;
 pub mod cli;
 pub mod config;
 pub mod connections;
+pub mod feed;
 mod json_body;
 pub mod key_cache;
 pub mod keys_cli;

@@ -241,6 +241,9 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_body_budget(args.limits.max_body_mib_in_flight as usize * 1024 * 1024),
         Lifecycle::new(Duration::from_millis(args.limits.drain_ms)),
     );
+    tokio::spawn(tally_api::feed::watch_other_processes(
+        state.writers.clone(),
+    ));
     tokio::spawn(run_hold_expiry(
         state.writers.clone(),
         std::time::Duration::from_millis(args.hold_sweep_ms),

@@ -80,6 +80,12 @@ impl RuleFold {
                     unit: e.unit.clone(),
                     overdraft,
                     metadata: params.get("metadata").and_then(Value::as_object).cloned(),
+                    low_balance: match params.get("alerts") {
+                        None => None,
+                        Some(v) => {
+                            crate::state::low_balance_from_json(v).map_err(|m| corrupt(e, &m))?
+                        }
+                    },
                     version,
                     entry_id: e.id.clone(),
                     seq: e.seq,

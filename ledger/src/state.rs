@@ -63,12 +63,38 @@ impl Overdraft {
     }
 }
 
+/// `alerts` of account settings: `{"low_balance": "<decimal>"}` (any
+/// sign: a postpaid account may alert below a negative figure), `{}` or
+/// `{"low_balance": null}` for none.
+pub fn low_balance_from_json(v: &Value) -> Result<Option<Decimal>, String> {
+    const SHAPE: &str = r#"must be {"low_balance": "<amount>"} or {}"#;
+    let Value::Object(m) = v else {
+        return Err(SHAPE.to_owned());
+    };
+    if m.keys().any(|k| k != "low_balance") {
+        return Err(SHAPE.to_owned());
+    }
+    match m.get("low_balance") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(parse_exact(s, false)?.normalize())),
+        Some(Value::Number(n)) => Ok(Some(parse_exact(&n.to_string(), true)?.normalize())),
+        Some(_) => Err(SHAPE.to_owned()),
+    }
+}
+
+/// What [`low_balance_from_json`] reads back.
+pub fn low_balance_to_json(low: Decimal) -> Value {
+    json!({ "low_balance": canonical(low) })
+}
+
 /// An account's current settings, as its latest `account_settings` entry set them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountSettings {
     pub unit: String,
     pub overdraft: Overdraft,
     pub metadata: Option<Map<String, Value>>,
+    /// `alerts.low_balance`, if set.
+    pub low_balance: Option<Decimal>,
     /// 1 for the first settings entry of the account, then +1 per change.
     pub version: i64,
     pub entry_id: String,
@@ -192,6 +218,7 @@ impl StateValue {
             StateValue::Account(a) => (
                 json!({
                     "unit": a.unit, "overdraft": a.overdraft.to_json(), "metadata": a.metadata,
+                    "low_balance": a.low_balance.map(canonical),
                     "version": a.version, "entry_id": a.entry_id, "seq": a.seq,
                 }),
                 None,
@@ -226,6 +253,7 @@ impl StateValue {
                 unit: s("unit")?,
                 overdraft: Overdraft::from_json(v.get("overdraft")?).ok()?,
                 metadata: v.get("metadata").and_then(Value::as_object).cloned(),
+                low_balance: dec("low_balance"),
                 version: v.get("version")?.as_i64()?,
                 entry_id: s("entry_id")?,
                 seq: v.get("seq")?.as_i64()?,
@@ -300,6 +328,7 @@ mod tests {
             unit: "USD".into(),
             overdraft: Overdraft::Limit(Decimal::new(5, 0)),
             metadata: None,
+            low_balance: Some(Decimal::new(250, 2)),
             version: 2,
             entry_id: "ent_2".into(),
             seq: 9,

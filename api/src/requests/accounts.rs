@@ -4,7 +4,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::Raw;
-use crate::views::{Metadata, Overdraft};
+use crate::views::{Alerts, Metadata, Overdraft};
 
 /// `PUT /v1/accounts/{account}` (scope `admin`): the account's settings,
 /// in full. Idempotent by content: the same settings write nothing.
@@ -19,4 +19,6 @@ pub struct AccountSettingsRequest {
     pub overdraft: Option<Raw>,
     #[schema(value_type = Option<Metadata>)]
     pub metadata: Option<Raw>,
+    #[schema(value_type = Option<Alerts>)]
+    pub alerts: Option<Raw>,
 }

@@ -28,6 +28,12 @@ pub struct EntriesQuery {
     /// `recorded_at` before this RFC 3339 time.
     #[param(format = DateTime, example = "2026-12-01T00:00:00Z")]
     to: Option<String>,
+    /// Long polling: when no entry matches yet, wait up to this many
+    /// milliseconds (0–30,000; default 0) for one to be committed, and
+    /// answer as soon as one is; an empty page after the wait. The wait
+    /// ends before the server's request timeout.
+    #[param(minimum = 0, maximum = 30000, example = 10000)]
+    wait_ms: Option<i64>,
 }
 
 /// Query of `GET /v1/accounts/{account}/balance`.

@@ -30,7 +30,7 @@ use crate::views::{AccountView, Problem};
     tag = "accounts",
     operation_id = "putAccount",
     summary = "Set an account's settings",
-    description = "Sets the unit, overdraft floor and metadata, in full. Idempotent by content: \
+    description = "Sets the unit, overdraft floor, metadata and alerts, in full. Idempotent by content: \
         settings equal to the current ones write nothing; different ones append an \
         `account_settings` entry. An account's unit cannot change once it has one.",
     params(("account" = String, Path, description = "A customer account (1–128 bytes, not `@…`).", example = "cust_42")),
@@ -106,6 +106,7 @@ async fn account_view(
     let AccountSettings {
         overdraft,
         metadata,
+        low_balance,
         version,
         entry_id,
         ..
@@ -113,6 +114,7 @@ async fn account_view(
         unit: balance.unit.clone(),
         overdraft: Overdraft::Allow,
         metadata: None,
+        low_balance: None,
         version: 0,
         entry_id: String::new(),
         seq: 0,
@@ -122,6 +124,10 @@ async fn account_view(
         unit: balance.unit.clone(),
         overdraft: overdraft.to_json(),
         metadata,
+        alerts: low_balance.map_or_else(
+            || serde_json::json!({}),
+            tally_ledger::state::low_balance_to_json,
+        ),
         settings_version: version,
         settings_entry_id: (version > 0).then_some(entry_id),
         balance: balance.into(),

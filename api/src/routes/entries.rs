@@ -1,8 +1,10 @@
 //! `GET /v1/entries/{id}` and `GET /v1/entries`.
 
+use std::time::Duration;
+
 use axum::extract::{RawQuery, State};
 use axum::Json;
-use tally_ledger::entry::EntryView;
+use tally_ledger::entry::{EntryView, StoredEntry};
 use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_upstream_id};
@@ -17,6 +19,48 @@ use crate::problem::ApiError;
 use crate::requests::EntriesQuery;
 use crate::state::AppState;
 use crate::views::{Entry, EntryPage, Problem};
+
+/// Longest `wait_ms` of `GET /v1/entries`.
+pub const MAX_WAIT_MS: i64 = 30_000;
+
+/// Waits until an entry matching `filter` is committed, or `wait` passes.
+/// The waiter reads the log only when its tenant's head moves (this
+/// process's commits tell it at once; other processes' are read by one
+/// watcher per process, [`crate::feed`]), never in a loop of its own.
+async fn wait_for_entries(
+    app: &AppState,
+    tenant: &str,
+    filter: &EntryFilter,
+    wait: Duration,
+) -> Result<Vec<StoredEntry>, ApiError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let storage = app.writers.storage();
+    let mut head = app.writers.heads().subscribe(tenant);
+    // The head read after subscribing: a commit between the first read and
+    // the subscription is seen here.
+    let mut seen = storage.head(tenant).await?.seq;
+    loop {
+        if seen > filter.after_seq {
+            let entries = storage.list_entries(tenant, filter).await?;
+            if !entries.is_empty() {
+                return Ok(entries);
+            }
+        }
+        tokio::select! {
+            changed = head.changed() => {
+                if changed.is_err() {
+                    return Ok(Vec::new());
+                }
+                let told = *head.borrow_and_update();
+                if told <= seen {
+                    continue;
+                }
+                seen = told;
+            }
+            _ = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),
+        }
+    }
+}
 
 /// Largest page of `GET /v1/entries`.
 pub const MAX_PAGE: i64 = 1_000;
@@ -69,7 +113,9 @@ pub async fn get_entry(
     operation_id = "listEntries",
     summary = "List entries",
     description = "The caller's log in `seq` order, filtered, a page at a time: pass \
-        `next_after_seq` as `after_seq` until it is null.",
+        `next_after_seq` as `after_seq` until it is null. With `wait_ms`, a page that would \
+        be empty waits for the next matching entry instead (long polling): the answer comes \
+        as soon as one is committed, or empty once `wait_ms` has passed.",
     params(EntriesQuery),
     security(("bearer" = ["read"])),
     responses(
@@ -100,6 +146,7 @@ pub async fn list_entries(
     let limit = q.int("limit", 1, MAX_PAGE).unwrap_or(DEFAULT_PAGE);
     let from = q.timestamp("from");
     let to = q.timestamp("to");
+    let wait_ms = q.int("wait_ms", 0, MAX_WAIT_MS).unwrap_or(0);
     q.finish()?;
     let filter = if account.is_none() && kind.is_none() && from.is_none() && to.is_none() {
         EntryFilter::log_page(after_seq, limit)
@@ -114,11 +161,18 @@ pub async fn list_entries(
             upto_seq: None,
         }
     };
-    let entries = app
-        .writers
-        .storage()
-        .list_entries(caller.tenant(), &filter)
-        .await?;
+    let storage = app.writers.storage();
+    let mut entries = storage.list_entries(caller.tenant(), &filter).await?;
+    if entries.is_empty() && wait_ms > 0 {
+        // A second short of the request timeout, so the answer is an empty
+        // page and not the timeout's 503.
+        let wait = Duration::from_millis(wait_ms as u64).min(
+            app.limits
+                .request_timeout
+                .saturating_sub(Duration::from_secs(1)),
+        );
+        entries = wait_for_entries(&app, caller.tenant(), &filter, wait).await?;
+    }
     let next_after_seq = if entries.len() as i64 == limit {
         entries.last().map(|e| e.seq)
     } else {

@@ -5,13 +5,13 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::Balance;
-use super::{Metadata, Overdraft};
+use super::{Alerts, Metadata, Overdraft};
 
 /// An account: its settings and its current balance.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Account, example = json!({
     "account": "cust_42", "unit": "USD", "overdraft": {"limit": "50"},
-    "metadata": {"plan": "pro"}, "settings_version": 1,
+    "metadata": {"plan": "pro"}, "alerts": {"low_balance": "10"}, "settings_version": 1,
     "settings_entry_id": "ent_0193a8d2c4f07b3e9a51c2d4e6f80a1b",
     "balance": {"account": "cust_42", "unit": "USD", "debits": "0", "credits": "0",
                 "posted": "0", "held": "0", "available": "0", "as_of_seq": 1}
@@ -24,6 +24,9 @@ pub struct AccountView {
     pub overdraft: Value,
     #[schema(value_type = Option<Metadata>, required = true)]
     pub metadata: Option<Map<String, Value>>,
+    /// `{"low_balance": "<amount>"}`, or `{}` when no alert is set.
+    #[schema(value_type = Alerts)]
+    pub alerts: Value,
     /// 0 until the account's settings are first set.
     pub settings_version: i64,
     /// The `account_settings` entry that set the current settings.

@@ -145,4 +145,7 @@ pub struct EntryDetails {
     pub direction: Option<String>,
     /// `account_settings`: `"allow"`, `"forbid"` or `{"limit": "<amount>"}`.
     pub overdraft: Option<Value>,
+    /// `account_settings` that set an alert: `{"low_balance": "<amount>"}`.
+    #[schema(value_type = Option<super::Alerts>)]
+    pub alerts: Option<Value>,
 }

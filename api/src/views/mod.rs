@@ -25,6 +25,6 @@ pub use fields::FieldError;
 pub use holds::{HoldStatus, HoldView};
 pub use operations::Health;
 pub use problem::{Problem, ProblemCode};
-pub use settings::{Metadata, Overdraft, OverdraftLimit, OverdraftMode};
+pub use settings::{Alerts, Metadata, Overdraft, OverdraftLimit, OverdraftMode};
 pub use statement::{BalanceFigures, Movements, Statement};
 pub use usage::{Granularity, Usage, UsagePeriod};

@@ -64,6 +64,21 @@ pub struct OverdraftLimit {
     limit: String,
 }
 
+/// An account's alerts. `balance.low` (docs/events.md) fires once when the
+/// account's `available` balance crosses below `low_balance`, and re-arms
+/// when it rises back to or above it. `{}` (or a null `low_balance`): no alert.
+#[derive(Serialize, ToSchema)]
+pub struct Alerts {
+    /// A decimal string of any sign.
+    #[schema(
+        format = "decimal",
+        pattern = r"^-?[0-9]+(\.[0-9]+)?$",
+        example = "10.00",
+        nullable = true
+    )]
+    low_balance: Option<String>,
+}
+
 /// An account's overdraft floor: `"allow"` (default), `"forbid"` or
 /// `{"limit": "<amount ≥ 0>"}`. Usage debits, holds, refunds and payments
 /// from a customer `counter_account` that would take `available` below it

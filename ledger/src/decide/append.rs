@@ -69,6 +69,7 @@ pub(super) fn append(
                     unit: c.unit.clone(),
                     overdraft: c.overdraft,
                     metadata: c.metadata.clone(),
+                    low_balance: c.low_balance,
                     version: *version,
                     entry_id: id.clone(),
                     seq: entry_seq,

@@ -91,6 +91,7 @@ fn decide_one(
             if c.unit == change.unit
                 && c.overdraft == change.overdraft
                 && c.metadata == change.metadata
+                && c.low_balance == change.low_balance
             {
                 return Decision::Unchanged(c.clone());
             }

@@ -128,7 +128,7 @@ pub struct EntryView {
 }
 
 /// Request fields shown as `details` of an entry view.
-pub const DETAIL_FIELDS: [&str; 9] = [
+pub const DETAIL_FIELDS: [&str; 10] = [
     "hold_id",
     "expires_at",
     "ttl_seconds",
@@ -138,6 +138,7 @@ pub const DETAIL_FIELDS: [&str; 9] = [
     "reason",
     "direction",
     "overdraft",
+    "alerts",
 ];
 
 /// The parameters a debit's or payment's view shows; the others are

@@ -68,7 +68,7 @@ pub mod request_fields {
         "metadata",
     ];
     /// `PUT /v1/accounts/{account}`.
-    pub const SETTINGS: &[&str] = &["unit", "overdraft", "metadata"];
+    pub const SETTINGS: &[&str] = &["unit", "overdraft", "metadata", "alerts"];
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -288,6 +288,9 @@ pub struct SettingsChange {
     pub unit: String,
     pub overdraft: Overdraft,
     pub metadata: Option<Map<String, Value>>,
+    /// `alerts.low_balance`: `balance.low` fires when the available
+    /// balance crosses below it (docs/events.md).
+    pub low_balance: Option<rust_decimal::Decimal>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -36,8 +36,20 @@ impl Intent {
             },
         };
         let metadata = f.optional_metadata("metadata");
+        let low_balance = match f.optional_value("alerts") {
+            None => Some(None),
+            Some(v) => match crate::state::low_balance_from_json(&v) {
+                Ok(low) => Some(low),
+                Err(m) => {
+                    f.error("alerts", m);
+                    None
+                }
+            },
+        };
         f.finish()?;
-        let (Some(unit), Some(overdraft), Some(metadata)) = (unit, overdraft, metadata) else {
+        let (Some(unit), Some(overdraft), Some(metadata), Some(low_balance)) =
+            (unit, overdraft, metadata, low_balance)
+        else {
             return Err(ValidationErrors::single("body", "is invalid"));
         };
         let mut params = Map::new();
@@ -47,11 +59,17 @@ impl Intent {
         if let Some(m) = &metadata {
             params.insert("metadata".into(), Value::Object(m.clone()));
         }
+        // Absent when unset, so the settings written before alerts existed
+        // keep their fingerprints.
+        if let Some(low) = low_balance {
+            params.insert("alerts".into(), crate::state::low_balance_to_json(low));
+        }
         let change = SettingsChange {
             account: account.to_owned(),
             unit,
             overdraft,
             metadata,
+            low_balance,
         };
         Ok(Self::build(
             EntryKind::AccountSettings,

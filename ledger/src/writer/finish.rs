@@ -20,6 +20,7 @@ pub(super) struct Finished<'a> {
     pub(super) tenant: &'a str,
     pub(super) pending: &'a AtomicUsize,
     pub(super) stats: &'a WriterStats,
+    pub(super) heads: &'a super::CommittedHeads,
     pub(super) key_taken: KeyTaken,
     /// Whether the last write answered failed: a group decided on top of it
     /// is then refused because that group never committed, not because
@@ -113,11 +114,25 @@ impl Finished<'_> {
         );
         self.pending.fetch_sub(size, Ordering::AcqRel);
         match result {
-            Ok(decisions) => answers.answer_the_rest(decisions),
+            Ok(decisions) => {
+                let head = decisions.iter().filter_map(created_seq).max();
+                if let Some(seq) = head {
+                    self.heads.advanced(self.tenant, seq);
+                }
+                answers.answer_the_rest(decisions)
+            }
             Err(e) => {
                 tracing::warn!(tenant = %self.tenant, group = size, error = %e, "group failed, nothing committed");
                 answers.fail_the_rest(&e);
             }
         }
+    }
+}
+
+/// The seq of an entry this group appended.
+fn created_seq(d: &Decision) -> Option<i64> {
+    match d {
+        Decision::Created(e) => Some(e.seq),
+        _ => None,
     }
 }

@@ -36,12 +36,14 @@ pub(super) async fn run(
         key_taken,
         commits,
         budget,
+        heads,
     } = stage;
     let finished = Finished {
         storage: &storage,
         tenant: &tenant,
         pending: &pending,
         stats: &stats,
+        heads: &heads,
         key_taken,
         failed_before: AtomicBool::new(false),
     };

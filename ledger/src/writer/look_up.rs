@@ -73,6 +73,7 @@ pub(super) async fn look_up(
         key_taken,
         commits: _,
         budget: _,
+        heads: _,
     } = stage;
     let mut look_ups = KeyLookUps::new(config.skip_look_ups_after, key_taken);
     let mut in_flight: JoinSet<Option<(usize, usize)>> = JoinSet::new();

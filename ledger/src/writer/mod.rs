@@ -16,6 +16,7 @@ mod answers;
 mod config;
 mod finish;
 mod group_loop;
+mod heads;
 mod in_flight;
 mod look_up;
 mod queues;
@@ -40,6 +41,7 @@ use crate::LedgerError;
 pub use config::{
     default_committers, WriterConfig, DEFAULT_IDLE_AFTER, DEFAULT_SKIP_LOOK_UPS_AFTER,
 };
+pub use heads::CommittedHeads;
 pub use registry::Writers;
 pub use stats::{QueueDepth, WriterStats, COMMIT_MICROS_BOUNDS, GROUP_SIZE_BOUNDS};
 
@@ -68,4 +70,6 @@ struct Stage {
     commits: Option<SharedCommit>,
     /// What every writer of the process may remember, together.
     budget: Arc<MemoryBudget>,
+    /// Told the tenant's new head after each commit.
+    heads: CommittedHeads,
 }

@@ -18,7 +18,7 @@ use super::group_loop::run;
 use super::look_up::look_up;
 use super::queues::{Queues, TenantQueue};
 use super::stats::{QueueDepth, WriterStats};
-use super::{Stage, WriterConfig};
+use super::{CommittedHeads, Stage, WriterConfig};
 
 /// Hands intents to their tenant's writer.
 #[derive(Clone)]
@@ -33,6 +33,8 @@ pub struct Writers {
     pub(super) budget: Arc<MemoryBudget>,
     /// Free keys in a row across every tenant (`crate::look_ups`).
     pub(super) fresh_keys: FreshKeys,
+    /// Told every commit of this process.
+    pub(super) heads: CommittedHeads,
 }
 
 impl Writers {
@@ -49,6 +51,7 @@ impl Writers {
             round_stats,
             budget: Arc::default(),
             fresh_keys: FreshKeys::default(),
+            heads: CommittedHeads::default(),
             storage,
             config,
             queues: Arc::default(),
@@ -63,6 +66,11 @@ impl Writers {
 
     pub fn stats(&self) -> &WriterStats {
         &self.stats
+    }
+
+    /// The heads this process's commits moved, for whoever waits on them.
+    pub fn heads(&self) -> &CommittedHeads {
+        &self.heads
     }
 
     /// What the writers remember, against the process's limit.
@@ -127,6 +135,7 @@ impl Writers {
                     key_taken: key_taken.clone(),
                     commits: None,
                     budget: self.budget.clone(),
+                    heads: self.heads.clone(),
                 },
                 Arc::downgrade(&self.queues),
             ));
@@ -141,6 +150,7 @@ impl Writers {
                     key_taken: key_taken.clone(),
                     commits: self.commits.clone(),
                     budget: self.budget.clone(),
+                    heads: self.heads.clone(),
                 },
             ));
             queues.insert(tenant.to_owned(), TenantQueue { sender, pending });

@@ -56,6 +56,7 @@ async fn look_up_alone(
         key_taken: KeyTaken::default(),
         commits: None,
         budget: Arc::default(),
+        heads: Default::default(),
     };
     let stats = stage.stats.clone();
     let mut answers = Vec::new();

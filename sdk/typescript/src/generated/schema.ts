@@ -13,6 +13,8 @@ export interface Account {
   /** `"allow"`, `"forbid"` or `{"limit": "<amount>"}`. */
   overdraft: Overdraft;
   metadata: null | Metadata;
+  /** `{"low_balance": "<amount>"}`, or `{}` when no alert is set. */
+  alerts: Alerts;
   /** 0 until the account's settings are first set. */
   settings_version: number;
   /** The `account_settings` entry that set the current settings. */
@@ -29,6 +31,7 @@ export interface AccountSettingsRequest {
   unit: string;
   overdraft?: null | Overdraft;
   metadata?: null | Metadata;
+  alerts?: null | Alerts;
 }
 
 /**
@@ -47,6 +50,16 @@ export interface AdjustmentRequest {
   /** At most 500 bytes. */
   reason: string;
   metadata?: null | Metadata;
+}
+
+/**
+ * An account's alerts. `balance.low` (docs/events.md) fires once when the
+ * account's `available` balance crosses below `low_balance`, and re-arms
+ * when it rises back to or above it. `{}` (or a null `low_balance`): no alert.
+ */
+export interface Alerts {
+  /** A decimal string of any sign. */
+  low_balance?: Decimal | null;
 }
 
 /** The caller's chain head, signed when the server has a key. */
@@ -300,6 +313,7 @@ export interface EntryDetails {
   direction?: string | null;
   /** `account_settings`: `"allow"`, `"forbid"` or `{"limit": "<amount>"}`. */
   overdraft?: unknown;
+  alerts?: null | Alerts;
 }
 
 export type EntryKind = "usage_debit" | "payment" | "account_settings" | "hold" | "hold_capture" | "hold_release" | "refund" | "reversal" | "adjustment";
@@ -658,6 +672,7 @@ export interface Schemas {
   Account: Account;
   AccountSettingsRequest: AccountSettingsRequest;
   AdjustmentRequest: AdjustmentRequest;
+  Alerts: Alerts;
   AuditHead: AuditHead;
   Balance: Balance;
   BalanceFigures: BalanceFigures;
@@ -701,7 +716,7 @@ export interface Schemas {
 export const PROBLEM_CODES = ["malformed_json","unauthenticated","forbidden","not_found","method_not_allowed","idempotency_conflict","payload_too_large","unsupported_media_type","invalid_request","unit_mismatch","insufficient_funds","hold_not_open","hold_expired","refund_exceeds_payment","already_reversed","total_out_of_range","rate_limited","internal","unavailable"] as const;
 
 /** Property names that carry a decimal string somewhere in the document: never sent as JS numbers. */
-export const DECIMAL_FIELD_NAMES = ["amount","available","balance_after","credits","debits","held","limit","net","posted","quantity"] as const;
+export const DECIMAL_FIELD_NAMES = ["amount","available","balance_after","credits","debits","held","limit","low_balance","net","posted","quantity"] as const;
 
 /** The query parameters of `getBalance` (GET /v1/accounts/{account}/balance). */
 export interface GetBalanceQuery {
@@ -774,6 +789,13 @@ export interface ListEntriesQuery {
   from?: string;
   /** `recorded_at` before this RFC 3339 time. */
   to?: string;
+  /**
+   * Long polling: when no entry matches yet, wait up to this many
+   * milliseconds (0–30,000; default 0) for one to be committed, and
+   * answer as soon as one is; an empty page after the wait. The wait
+   * ends before the server's request timeout.
+   */
+  wait_ms?: number;
 }
 
 /** Every operation of the document, by operationId. */
@@ -933,7 +955,7 @@ export const OPERATIONS = {
     method: "GET",
     path: "/v1/entries",
     pathParams: [],
-    queryParams: ["account","kind","after_seq","limit","from","to"],
+    queryParams: ["account","kind","after_seq","limit","from","to","wait_ms"],
     scopes: ["read"],
     requestBody: null,
     responses: {"200":{"contentTypes":["application/json"],"schema":"EntryPage"}},
