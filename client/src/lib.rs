@@ -26,10 +26,10 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 pub use error::ClientError;
 pub use model::{
-    Account, AccountSettings, Adjustment, AuditHead, Balance, BalanceFigures, BatchResult, Capture,
-    Direction, Entry, EntryKind, EntryPage, EntryStatus, Granularity, Health, Hold, HoldInfo,
-    HoldStatus, Metadata, Movements, Operation, Overdraft, Payment, Posted, Refund, Rejection,
-    Release, Reversal, Signature, Statement, Usage, UsageDebit, UsagePeriod,
+    Account, AccountSettings, Adjustment, Alerts, AuditHead, Balance, BalanceFigures, BatchResult,
+    Capture, Direction, Entry, EntryKind, EntryPage, EntryStatus, Granularity, Health, Hold,
+    HoldInfo, HoldStatus, Metadata, Movements, Operation, Overdraft, Payment, Posted, Refund,
+    Rejection, Release, Reversal, Signature, Statement, Usage, UsageDebit, UsagePeriod,
 };
 pub use problem::{FieldError, Problem};
 pub use query::{BalanceQuery, EntryQuery, ExportFormat, ExportQuery, StatementQuery, UsageQuery};
@@ -159,11 +159,23 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Answer, ClientError> {
+        self.send_waiting(method, path, body, Duration::ZERO).await
+    }
+
+    /// `send` for a call the server may hold up to `wait` on purpose (a long
+    /// poll): each attempt's timeout is the policy's plus `wait`.
+    async fn send_waiting(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        wait: Duration,
+    ) -> Result<Answer, ClientError> {
         let started = Instant::now();
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let error = match self.send_once(method, path, body.clone()).await {
+            let error = match self.send_once(method, path, body.clone(), wait).await {
                 Ok(mut answer) if answer.status < 400 => {
                     answer.attempts = attempt;
                     return Ok(answer);
@@ -201,6 +213,7 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
+        wait: Duration,
     ) -> Result<Answer, ClientError> {
         let url = format!("{}{}", self.base, path);
         let request = match method {
@@ -215,6 +228,11 @@ impl Client {
             None => request,
         }
         .bearer_auth(&self.key);
+        let request = if wait.is_zero() {
+            request
+        } else {
+            request.timeout(self.policy.request_timeout.saturating_add(wait))
+        };
         let response = request.send().await.map_err(ClientError::from_reqwest)?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();

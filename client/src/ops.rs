@@ -1,5 +1,7 @@
 //! One method per operation of the API (api/openapi.json).
 
+use std::time::Duration;
+
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -109,9 +111,12 @@ impl Client {
     }
 
     /// One page of `GET /v1/entries`; follow `next_after_seq` for the next.
+    /// With `wait_ms` (a long poll) each attempt's timeout is extended by it.
     pub async fn list_entries(&self, query: &EntryQuery) -> Result<EntryPage, ClientError> {
-        self.get_json(&format!("/v1/entries{}", query.to_query()))
-            .await
+        let path = format!("/v1/entries{}", query.to_query());
+        let wait = Duration::from_millis(query.wait_ms.map_or(0, u64::from));
+        let answer = self.send_waiting(Method::Get, &path, None, wait).await?;
+        decode(&answer)
     }
 
     /// `GET /v1/entries/{id}`.

@@ -41,6 +41,10 @@ pub struct EntryQuery {
     pub from: Option<DateTime<Utc>>,
     /// `recorded_at` before.
     pub to: Option<DateTime<Utc>>,
+    /// Long polling (0 to 30,000 ms): when no entry matches yet, the server
+    /// answers as soon as one is committed, or with an empty page after the
+    /// wait. The attempt's timeout is extended by it.
+    pub wait_ms: Option<u32>,
 }
 
 impl EntryQuery {
@@ -51,6 +55,7 @@ impl EntryQuery {
             .put("limit", self.limit.map(|l| l.to_string()))
             .put("from", self.from.as_ref().map(time))
             .put("to", self.to.as_ref().map(time))
+            .put("wait_ms", self.wait_ms.map(|w| w.to_string()))
             .finish()
     }
 }

@@ -9,8 +9,8 @@ mod responses;
 mod views;
 
 pub use requests::{
-    AccountSettings, Adjustment, Capture, Direction, Hold, Operation, Overdraft, Payment, Refund,
-    Release, Reversal, UsageDebit,
+    AccountSettings, Adjustment, Alerts, Capture, Direction, Hold, Operation, Overdraft, Payment,
+    Refund, Release, Reversal, UsageDebit,
 };
 pub(crate) use responses::BatchResults;
 pub use responses::{BatchResult, Entry, EntryKind, EntryPage, EntryStatus, Posted, Rejection};

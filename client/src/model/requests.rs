@@ -350,6 +350,19 @@ impl<'de> Deserialize<'de> for Overdraft {
     }
 }
 
+/// An account's alerts: `balance.low` fires when the account's `available`
+/// balance crosses below `low_balance` (a decimal of any sign).
+/// `Alerts::default()` (`{}`): no alert.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alerts {
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "wire::opt_decimal"
+    )]
+    pub low_balance: Option<Decimal>,
+}
+
 /// `PUT /v1/accounts/{account}` (scope `admin`): the account's settings,
 /// in full. Idempotent by content, so safe to retry as it is.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -360,6 +373,9 @@ pub struct AccountSettings {
     pub overdraft: Option<Overdraft>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
+    /// `None`: no alert (the settings are in full, so a set alert is cleared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<Alerts>,
 }
 
 impl AccountSettings {
@@ -368,6 +384,7 @@ impl AccountSettings {
             unit: unit.into(),
             overdraft: None,
             metadata: None,
+            alerts: None,
         }
     }
 }

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use super::{Direction, Metadata, Overdraft};
+use super::{Alerts, Direction, Metadata, Overdraft};
 use crate::error::ClientError;
 use crate::problem::Problem;
 
@@ -111,6 +111,9 @@ pub struct Entry {
     /// `account_settings` entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overdraft: Option<Overdraft>,
+    /// `account_settings` entries that set an alert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<Alerts>,
     /// Set by reads once the entry is reversed: the id of the reversal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reversed_by: Option<String>,

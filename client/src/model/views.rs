@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, Metadata, Overdraft};
+use super::{Alerts, Entry, Metadata, Overdraft};
 
 /// `GET /v1/accounts/{account}/balance`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +41,9 @@ pub struct Account {
     pub unit: String,
     pub overdraft: Overdraft,
     pub metadata: Option<Metadata>,
+    /// `Alerts::default()` when no alert is set.
+    #[serde(default)]
+    pub alerts: Alerts,
     /// 0 until the account's settings are first set.
     pub settings_version: i64,
     /// The `account_settings` entry that set the current settings.

@@ -3,16 +3,18 @@ asserting the fields that matter. Runs with both clients on every engine."""
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
-from typing import Any
+from typing import Any, List
 
 import pytest
 
 import tally
 
 from .conftest import uid
+from .tallyserver import TallyServer
 
 
 def wait_for_usage(client: Any, account: str, timeout: float = 10.0) -> tally.Usage:
@@ -200,3 +202,101 @@ def test_every_operation(client: Any, engine: str) -> None:
     assert ready.status == "ready" and ready.schema_version is not None
     assert "/v1/usage-debits" in client.get_openapi()["paths"]
     assert "tally_" in client.get_metrics()
+
+
+def test_account_alerts_round_trip(client: Any) -> None:
+    acct = uid("cust")
+
+    # PUT with a low-balance alert: read back as an exact Decimal.
+    account = client.put_account(acct, "USD", overdraft="forbid", low_balance=Decimal("10.50"))
+    assert account.alerts == tally.Alerts(low_balance=Decimal("10.5"))
+    assert isinstance(account.alerts.low_balance, Decimal)
+    assert client.get_account(acct).alerts == account.alerts
+    assert client.put_account(acct, "USD", overdraft="forbid", low_balance=Decimal("10.5")) == account
+
+    # Any sign: an alert below zero, for an account allowed to overdraw.
+    negative = client.put_account(acct, "USD", overdraft="allow", low_balance=Decimal("-25"))
+    assert negative.alerts.low_balance == Decimal("-25")
+    assert negative.settings_version == account.settings_version + 1
+
+    # The settings are in full: None (the default) clears the alert.
+    cleared = client.put_account(acct, "USD", overdraft="allow")
+    assert cleared.alerts == tally.Alerts() and cleared.alerts.low_balance is None
+    assert cleared.settings_version == negative.settings_version + 1
+    assert client.get_account(acct).alerts == tally.Alerts()
+
+    # The account_settings entries show the alert only when one was set.
+    settings = client.list_entries(account=acct, kind="account_settings").entries
+    assert [e.alerts for e in settings] == [
+        tally.Alerts(low_balance=Decimal("10.5")),
+        tally.Alerts(low_balance=Decimal("-25")),
+        None,
+    ]
+
+    # Money is never a float.
+    with pytest.raises(TypeError):
+        client.put_account(acct, "USD", low_balance=10.5)
+
+
+def last_seq(client: Any, account: str) -> int:
+    seq: int = client.list_entries(account=account, limit=1000).entries[-1].seq
+    return seq
+
+
+def test_long_poll_answers_with_an_entry_posted_meanwhile(
+    client: Any, server: TallyServer, api_key: str
+) -> None:
+    acct = uid("cust")
+    client.put_account(acct, "USD")
+    after = last_seq(client, acct)
+    pay_id = uid("pay")
+
+    def post() -> None:
+        with tally.Client(server.base_url, api_key) as poster:
+            poster.post_payment(pay_id, acct, Decimal("1.25"), "USD")
+
+    timer = threading.Timer(0.3, post)
+    started = time.monotonic()
+    timer.start()
+    try:
+        page = client.list_entries(account=acct, after_seq=after, wait_ms=10_000)
+    finally:
+        timer.join()
+    elapsed = time.monotonic() - started
+    assert [(e.kind, e.upstream_id) for e in page.entries] == [("payment", pay_id)]
+    assert page.entries[0].amount == Decimal("1.25")
+    assert 0.2 < elapsed < 8.0, elapsed
+
+
+def test_long_poll_answers_an_empty_page_after_the_wait(client: Any) -> None:
+    acct = uid("cust")
+    client.put_account(acct, "USD")
+    after = last_seq(client, acct)
+    started = time.monotonic()
+    page = client.list_entries(account=acct, after_seq=after, wait_ms=300)
+    elapsed = time.monotonic() - started
+    assert page.entries == [] and page.next_after_seq is None
+    assert 0.25 < elapsed < 5.0, elapsed
+    assert client.list_entries(account=acct, after_seq=after, wait_ms=0).entries == []
+
+
+def test_a_long_poll_outlasts_the_request_timeout(
+    make_client: Any, server: TallyServer, api_key: str
+) -> None:
+    """Each attempt's timeout is request_timeout + wait_ms: a poll longer
+    than request_timeout is answered, not timed out and retried."""
+    retries: List[tally.RetryEvent] = []
+    client = make_client(
+        server.base_url,
+        api_key,
+        policy=tally.RetryPolicy(request_timeout=0.5, max_attempts=2),
+        on_retry=retries.append,
+    )
+    acct = uid("cust")
+    client.put_account(acct, "USD")
+    after = last_seq(client, acct)
+    started = time.monotonic()
+    page = client.list_entries(account=acct, after_seq=after, wait_ms=1_200)
+    elapsed = time.monotonic() - started
+    assert page.entries == [] and retries == []
+    assert elapsed > 1.0, elapsed

@@ -249,9 +249,14 @@ export class TallyClient {
     return decodeEntry(await this.#send("getEntry", { path: { id } }, options));
   }
 
-  /** `GET /v1/entries`: one page; pass `next_after_seq` as `after_seq` for the next. */
+  /**
+   * `GET /v1/entries`: one page; pass `next_after_seq` as `after_seq` for the next.
+   * `wait_ms` (0–30,000) long-polls: when no entry matches yet, the server
+   * answers as soon as one is committed, or with an empty page after the
+   * wait; each attempt's timeout (`requestTimeoutMs`) is extended by it.
+   */
   async listEntries(query: ListEntriesQuery = {}, options?: CallOptions): Promise<EntryPage> {
-    const answer = await this.#send("listEntries", { query }, options);
+    const answer = await this.#send("listEntries", { query, waitMs: query.wait_ms }, options);
     const page = decodeObject<EntryPage>(answer);
     if (!Array.isArray(page.entries)) throw new DecodeError("no entries array", answer.status, answer.text);
     return page;
@@ -316,7 +321,9 @@ export class TallyClient {
 
   /**
    * `PUT /v1/accounts/{account}` (scope `admin`): the settings in full.
-   * Idempotent by content, so retrying it is always safe.
+   * Idempotent by content, so retrying it is always safe. `alerts:
+   * { low_balance: "10" }` sets the low-balance alert; leaving `alerts` out
+   * (or `{}`, or `low_balance: null`) sets none.
    */
   async putAccount(account: string, settings: AccountSettingsRequest, options?: CallOptions): Promise<Account> {
     requireDecimalStrings(settings, "putAccount");
@@ -399,7 +406,7 @@ export class TallyClient {
   /** Builds the request of operation `id` from the generated table and sends it. */
   #send(
     id: SdkOperationId,
-    parts: { path?: Readonly<Record<string, string>>; query?: object; body?: unknown; accept?: string },
+    parts: { path?: Readonly<Record<string, string>>; query?: object; body?: unknown; accept?: string; waitMs?: number | undefined },
     options: CallOptions | undefined,
   ): Promise<HttpAnswer> {
     const operation = OPERATIONS[id];
@@ -416,6 +423,7 @@ export class TallyClient {
       accept: parts.accept ?? JSON_TYPE,
       signal: options?.signal,
       requestId: options?.requestId ?? globalThis.crypto.randomUUID(),
+      waitMs: parts.waitMs,
     });
   }
 }

@@ -50,6 +50,12 @@ export interface HttpRequest {
   readonly signal?: AbortSignal | undefined;
   /** Sent as `X-Request-Id` on every attempt. */
   readonly requestId?: string | undefined;
+  /**
+   * How long (ms) the server may hold the answer on purpose (a long poll,
+   * `wait_ms`): added to `requestTimeoutMs` for each attempt, so the wait
+   * is not taken for a lost answer and retried.
+   */
+  readonly waitMs?: number | undefined;
 }
 
 /** A success (2xx) answer. */
@@ -105,7 +111,8 @@ export class Transport {
   async #attempt(request: HttpRequest): Promise<Outcome> {
     const { baseUrl, apiKey, policy, userAgent } = this.#config;
     request.signal?.throwIfAborted();
-    const timeout = AbortSignal.timeout(policy.requestTimeoutMs);
+    const waitMs = request.waitMs !== undefined && Number.isFinite(request.waitMs) && request.waitMs > 0 ? request.waitMs : 0;
+    const timeout = AbortSignal.timeout(policy.requestTimeoutMs + waitMs);
     const signal = request.signal ? anySignal(request.signal, timeout) : timeout;
     const headers: Record<string, string> = {
       accept: request.accept,

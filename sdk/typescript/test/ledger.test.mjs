@@ -236,6 +236,68 @@ forEachEngine("ledger", {}, (server, engine) => {
     assert.deepEqual(missing, [], "operations not exercised");
   });
 
+  it("account alerts: set, read back, shown on the settings entry, cleared", async () => {
+    const client = await newClient();
+    const account = uid("cust");
+    const set = await client.putAccount(account, { unit: "USD", overdraft: "forbid", alerts: { low_balance: "10.50" } });
+    assert.equal(typeof set.alerts.low_balance, "string", "money stays a string");
+    assert.equal(Number(set.alerts.low_balance), 10.5);
+    assert.deepEqual((await client.getAccount(account)).alerts, set.alerts);
+    const same = await client.putAccount(account, { unit: "USD", overdraft: "forbid", alerts: { low_balance: "10.5" } });
+    assert.equal(same.settings_version, set.settings_version, "an equal alert writes nothing");
+
+    const negative = await client.putAccount(account, { unit: "USD", overdraft: "allow", alerts: { low_balance: "-25" } });
+    assert.deepEqual(negative.alerts, { low_balance: "-25" }, "any sign");
+    const nulled = await client.putAccount(account, { unit: "USD", overdraft: "allow", alerts: { low_balance: null } });
+    assert.deepEqual(nulled.alerts, {});
+    assert.equal(nulled.settings_version, negative.settings_version + 1);
+    await client.putAccount(account, { unit: "USD", overdraft: "allow", alerts: { low_balance: "1" } });
+    const omitted = await client.putAccount(account, { unit: "USD", overdraft: "allow" });
+    assert.deepEqual(omitted.alerts, {}, "the settings are in full: no alerts clears the alert");
+    assert.deepEqual((await client.getAccount(account)).alerts, {});
+
+    const settings = await client.listEntries({ account, kind: "account_settings" });
+    assert.deepEqual(
+      settings.entries.map((e) => e.alerts === undefined ? undefined : Number(e.alerts.low_balance)),
+      [10.5, -25, undefined, 1, undefined],
+      "an account_settings entry shows alerts only when set",
+    );
+    await assert.rejects(client.putAccount(account, { unit: "USD", alerts: { low_balance: 10 } }), /alerts\.low_balance must be a decimal string/);
+  });
+
+  it("a long poll (wait_ms) answers as soon as a matching entry is committed", async () => {
+    const client = await newClient();
+    const account = uid("cust");
+    await client.putAccount(account, { unit: "USD" });
+    const after = (await client.listEntries({ account })).entries.at(-1).seq;
+    const paymentId = uid("pay");
+    const started = performance.now();
+    const posting = new Promise((resolve, reject) => {
+      setTimeout(() => client.postPayment({ payment_id: paymentId, account, amount: "1.25", unit: "USD" }).then(resolve, reject), 300);
+    });
+    const [page] = await Promise.all([client.listEntries({ account, after_seq: after, wait_ms: 10_000 }), posting]);
+    const elapsed = performance.now() - started;
+    assert.deepEqual(page.entries.map((e) => [e.kind, e.upstream_id, e.amount]), [["payment", paymentId, "1.25"]]);
+    assert.ok(elapsed > 200 && elapsed < 8000, `answered after ${elapsed} ms`);
+  });
+
+  it("a long poll answers an empty page after the wait, even past requestTimeoutMs", async () => {
+    const retries = [];
+    const client = await newClient({ client: { retry: { requestTimeoutMs: 300, maxAttempts: 2 }, onRetry: (e) => retries.push(e) } });
+    const account = uid("cust");
+    await client.putAccount(account, { unit: "USD" });
+    const after = (await client.listEntries({ account })).entries.at(-1).seq;
+    let started = performance.now();
+    const short = await client.listEntries({ account, after_seq: after, wait_ms: 200 });
+    assert.deepEqual(short.entries, []);
+    assert.ok(performance.now() - started > 150, "the server waited");
+    started = performance.now();
+    const long = await client.listEntries({ account, after_seq: after, wait_ms: 1000 });
+    assert.deepEqual(long.entries, []);
+    assert.ok(performance.now() - started > 900, "the server waited the whole wait_ms");
+    assert.deepEqual(retries, [], "the attempt timeout was extended by wait_ms: no timeout, no retry");
+  });
+
   it("a stored rejection throws InsufficientFunds with the entry, the same on every replay", async () => {
     const client = await newClient();
     await client.putAccount("cust_p", { unit: "USD", overdraft: "forbid" });

@@ -55,6 +55,7 @@ from .intents import (
 )
 from .models import (
     Account,
+    Alerts,
     AuditExport,
     AuditHead,
     Balance,
@@ -85,6 +86,7 @@ __all__ = [
     "Account",
     "AccountSettings",
     "Adjustment",
+    "Alerts",
     "AlreadyReversed",
     "Amount",
     "AsyncClient",

@@ -163,7 +163,10 @@ def list_entries(
     limit: Optional[int],
     from_: Optional[Timestamp],
     to: Optional[Timestamp],
+    wait_ms: Optional[int] = None,
 ) -> Call[EntryPage]:
+    if wait_ms is not None and (isinstance(wait_ms, bool) or not isinstance(wait_ms, int)):
+        raise TypeError(f"wait_ms must be an int (milliseconds), not {type(wait_ms).__name__}")
     query: List[Tuple[str, QueryValue]] = [
         ("account", account),
         ("kind", kind),
@@ -171,8 +174,14 @@ def list_entries(
         ("limit", limit),
         ("from", from_),
         ("to", to),
+        ("wait_ms", wait_ms),
     ]
-    return Call("GET", target("/v1/entries", query), _json_model(EntryPage.from_json))
+    # A long poll: the server may hold the answer up to wait_ms, so each
+    # attempt's timeout is extended by it (else it would time out and retry).
+    wait = max(wait_ms or 0, 0) / 1000
+    return Call(
+        "GET", target("/v1/entries", query), _json_model(EntryPage.from_json), wait=wait
+    )
 
 
 def get_balance(

@@ -34,13 +34,20 @@ class Answer:
 class Call(Generic[T]):
     """An operation to perform: method, target (path and query, already
     encoded), the body bytes (the same on every attempt) and how to read a
-    successful answer."""
+    successful answer. ``wait`` is how long (seconds) the server may hold
+    the answer on purpose (a long poll): each attempt's timeout is the
+    policy's ``request_timeout`` plus ``wait``."""
 
     method: str
     target: str
     decode: Callable[[Answer], T]
     body: Optional[bytes] = None
     accept: str = "application/json"
+    wait: float = 0.0
+
+    def attempt_timeout(self, request_timeout: float) -> float:
+        """The timeout of one attempt under ``request_timeout``."""
+        return request_timeout + max(self.wait, 0.0)
 
 
 def segment(value: str, name: str) -> str:

@@ -74,7 +74,8 @@ class AsyncClient:
     ``on_retry`` is called before each retry (for logs and metrics).
     ``http_client`` replaces the ``httpx.AsyncClient`` the client makes.
     ``policy.request_timeout`` bounds each attempt as a whole
-    (``asyncio.wait_for``).
+    (``asyncio.wait_for``); a long poll, ``list_entries(wait_ms=…)``, adds
+    ``wait_ms`` to it.
     """
 
     def __init__(
@@ -254,10 +255,14 @@ class AsyncClient:
         *,
         overdraft: Optional[Overdraft] = None,
         metadata: Optional[Mapping[str, str]] = None,
+        low_balance: Optional[Amount] = None,
     ) -> Account:
         """``PUT /v1/accounts/{account}`` (scope ``admin``): the settings in
-        full; equal settings write nothing."""
-        settings = AccountSettings(unit, overdraft=overdraft, metadata=metadata)
+        full; equal settings write nothing. ``low_balance`` (any sign) sets
+        the account's low-balance alert; ``None`` sets none (clears it)."""
+        settings = AccountSettings(
+            unit, overdraft=overdraft, metadata=metadata, low_balance=low_balance
+        )
         return await self.run(_calls.put_account(account, settings))
 
     async def get_account(self, account: str) -> Account:
@@ -314,13 +319,18 @@ class AsyncClient:
         limit: Optional[int] = None,
         from_: Optional[Timestamp] = None,
         to: Optional[Timestamp] = None,
+        wait_ms: Optional[int] = None,
     ) -> EntryPage:
         """``GET /v1/entries``: one page; pass ``next_after_seq`` as
-        ``after_seq`` for the next (or use ``iter_entries``)."""
+        ``after_seq`` for the next (or use ``iter_entries``). ``wait_ms``
+        (0 to 30,000) long-polls: when no entry matches yet, the server
+        answers as soon as one is committed, or with an empty page after
+        ``wait_ms``; each attempt's timeout is extended by ``wait_ms``."""
         return await self.run(
             _calls.list_entries(
-                account=account, kind=kind, after_seq=after_seq, limit=limit, from_=from_, to=to
-            )
+                account=account, kind=kind, after_seq=after_seq, limit=limit, from_=from_, to=to,
+                wait_ms=wait_ms,
+            )  # fmt: skip
         )
 
     async def iter_entries(
@@ -397,7 +407,7 @@ class AsyncClient:
     async def _send_once(
         self, call: Call[Any], headers: Dict[str, str], attempt: int, request_id: str
     ) -> Answer:
-        timeout = self.policy.request_timeout
+        timeout = call.attempt_timeout(self.policy.request_timeout)
         try:
             return await asyncio.wait_for(
                 self._exchange(call, headers, attempt, request_id), timeout
@@ -414,7 +424,7 @@ class AsyncClient:
                 self.base_url + call.target,
                 content=call.body,
                 headers=headers,
-                timeout=httpx.Timeout(self.policy.request_timeout),
+                timeout=httpx.Timeout(call.attempt_timeout(self.policy.request_timeout)),
             )
         except httpx.HTTPError as e:
             raise transport_error(e, request_id) from e

@@ -72,7 +72,8 @@ class Client:
     ``on_retry`` is called before each retry (for logs and metrics).
     ``http_client`` replaces the ``httpx.Client`` the client makes.
     ``policy.request_timeout`` bounds each attempt: httpx's connect, write
-    and read timeouts, and the whole answer is read within it.
+    and read timeouts, and the whole answer is read within it (a long poll,
+    ``list_entries(wait_ms=…)``, adds ``wait_ms`` to it).
     """
 
     def __init__(
@@ -252,10 +253,14 @@ class Client:
         *,
         overdraft: Optional[Overdraft] = None,
         metadata: Optional[Mapping[str, str]] = None,
+        low_balance: Optional[Amount] = None,
     ) -> Account:
         """``PUT /v1/accounts/{account}`` (scope ``admin``): the settings in
-        full; equal settings write nothing."""
-        settings = AccountSettings(unit, overdraft=overdraft, metadata=metadata)
+        full; equal settings write nothing. ``low_balance`` (any sign) sets
+        the account's low-balance alert; ``None`` sets none (clears it)."""
+        settings = AccountSettings(
+            unit, overdraft=overdraft, metadata=metadata, low_balance=low_balance
+        )
         return self.run(_calls.put_account(account, settings))
 
     def get_account(self, account: str) -> Account:
@@ -310,13 +315,18 @@ class Client:
         limit: Optional[int] = None,
         from_: Optional[Timestamp] = None,
         to: Optional[Timestamp] = None,
+        wait_ms: Optional[int] = None,
     ) -> EntryPage:
         """``GET /v1/entries``: one page; pass ``next_after_seq`` as
-        ``after_seq`` for the next (or use ``iter_entries``)."""
+        ``after_seq`` for the next (or use ``iter_entries``). ``wait_ms``
+        (0 to 30,000) long-polls: when no entry matches yet, the server
+        answers as soon as one is committed, or with an empty page after
+        ``wait_ms``; each attempt's timeout is extended by ``wait_ms``."""
         return self.run(
             _calls.list_entries(
-                account=account, kind=kind, after_seq=after_seq, limit=limit, from_=from_, to=to
-            )
+                account=account, kind=kind, after_seq=after_seq, limit=limit, from_=from_, to=to,
+                wait_ms=wait_ms,
+            )  # fmt: skip
         )
 
     def iter_entries(
@@ -388,7 +398,7 @@ class Client:
     def _send_once(
         self, call: Call[Any], headers: Dict[str, str], attempt: int, request_id: str
     ) -> Answer:
-        timeout = self.policy.request_timeout
+        timeout = call.attempt_timeout(self.policy.request_timeout)
         deadline = time.monotonic() + timeout
         try:
             with self._http.stream(

@@ -321,11 +321,14 @@ Overdraft = Union[str, OverdraftLimit]
 class AccountSettings(_Body):
     """``PUT /v1/accounts/{account}`` (scope ``admin``): the settings, in
     full. ``overdraft`` is ``"allow"`` (the server's default), ``"forbid"``
-    or ``OverdraftLimit(Decimal(...))``."""
+    or ``OverdraftLimit(Decimal(...))``. ``low_balance`` (any sign) sets the
+    account's alert, sent as ``"alerts": {"low_balance": "<amount>"}``;
+    ``None`` sets none (the settings are in full: a set alert is cleared)."""
 
     unit: str
     overdraft: Optional[Overdraft] = None
     metadata: Optional[Mapping[str, str]] = field(default=None, hash=False)
+    low_balance: Optional[Amount] = None
 
     def to_json(self) -> Dict[str, Any]:
         overdraft: Any = self.overdraft
@@ -338,6 +341,9 @@ class AccountSettings(_Body):
                 "unit": _name(self.unit, "unit"),
                 "overdraft": overdraft,
                 "metadata": _metadata(self.metadata),
+                "alerts": None
+                if self.low_balance is None
+                else {"low_balance": decimal_text(self.low_balance, "low_balance")},
             }
         )
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Account",
+    "Alerts",
     "AuditExport",
     "AuditHead",
     "Balance",
@@ -100,6 +101,18 @@ def _overdraft(value: Any) -> Overdraft:
 
 
 @dataclass(frozen=True)
+class Alerts:
+    """An account's alerts: ``balance.low`` fires when ``available`` crosses
+    below ``low_balance`` (any sign). ``Alerts()``: none set (``{}``)."""
+
+    low_balance: Optional[Decimal] = None
+
+    @classmethod
+    def from_json(cls, value: Any) -> Alerts:
+        return cls(low_balance=j.opt_decimal(j.obj(value, "alerts"), "low_balance"))
+
+
+@dataclass(frozen=True)
 class Entry:
     """One entry of the log, posted or rejected."""
 
@@ -133,6 +146,8 @@ class Entry:
     reason: Optional[str] = None
     direction: Optional[str] = None
     overdraft: Optional[Overdraft] = None
+    alerts: Optional[Alerts] = None
+    """``account_settings`` that set an alert."""
     reversed_by: Optional[str] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -145,6 +160,7 @@ class Entry:
         o = j.obj(value, "entry")
         rejection = o.get("rejection")
         overdraft = o.get("overdraft")
+        alerts = o.get("alerts")
         return cls(
             id=j.string(o, "id"),
             seq=j.integer(o, "seq"),
@@ -181,6 +197,7 @@ class Entry:
             reason=j.opt_string(o, "reason"),
             direction=j.opt_string(o, "direction"),
             overdraft=None if overdraft is None else _overdraft(overdraft),
+            alerts=None if alerts is None else Alerts.from_json(alerts),
             reversed_by=j.opt_string(o, "reversed_by"),
             raw=o,
         )
@@ -261,6 +278,8 @@ class Account:
     unit: str
     overdraft: Overdraft
     metadata: Optional[Dict[str, str]]
+    alerts: Alerts
+    """``Alerts(low_balance=Decimal(...))``, or ``Alerts()`` when none is set."""
     settings_version: int
     settings_entry_id: Optional[str]
     balance: Balance
@@ -273,6 +292,7 @@ class Account:
             unit=j.string(o, "unit"),
             overdraft=_overdraft(o.get("overdraft")),
             metadata=j.string_map(o, "metadata"),
+            alerts=Alerts.from_json(o.get("alerts") or {}),
             settings_version=j.integer(o, "settings_version"),
             settings_entry_id=j.opt_string(o, "settings_entry_id"),
             balance=Balance.from_json(o.get("balance")),
