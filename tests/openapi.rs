@@ -62,6 +62,15 @@ const REQUIRED_OPERATIONS: &[(&str, &str)] = &[
     ("POST", "/v1/adjustments"),
     ("GET", "/v1/audit/export"),
     ("GET", "/v1/audit/head"),
+    ("POST", "/v1/webhook-endpoints"),
+    ("GET", "/v1/webhook-endpoints"),
+    ("GET", "/v1/webhook-endpoints/{id}"),
+    ("PATCH", "/v1/webhook-endpoints/{id}"),
+    ("DELETE", "/v1/webhook-endpoints/{id}"),
+    ("POST", "/v1/webhook-endpoints/{id}/rotate-secret"),
+    ("GET", "/v1/webhook-endpoints/{id}/deliveries"),
+    ("POST", "/v1/webhook-deliveries/{id}/retry"),
+    ("POST", "/v1/webhook-endpoints/{id}/replay"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -82,6 +91,9 @@ fn parser_fields(method: &str, path: &str) -> Option<&'static [&'static str]> {
         ("POST", "/v1/adjustments") => request_fields::ADJUSTMENT,
         ("PUT", "/v1/accounts/{account}") => request_fields::SETTINGS,
         ("POST", "/v1/batch") => &["operations"],
+        ("POST", "/v1/webhook-endpoints") => tally_api::requests::ENDPOINT_FIELDS,
+        ("PATCH", "/v1/webhook-endpoints/{id}") => tally_api::requests::ENDPOINT_CHANGE_FIELDS,
+        ("POST", "/v1/webhook-endpoints/{id}/replay") => tally_api::requests::REPLAY_FIELDS,
         _ => return None,
     })
 }
@@ -682,7 +694,7 @@ async fn request_schemas_match_their_parsers_and_their_examples_are_accepted(eng
             op.path
         );
     }
-    assert_eq!(bodies, 10, "request bodies documented");
+    assert_eq!(bodies, 13, "request bodies documented");
 
     // Each example, as documented, is accepted; a retry is a replay.
     let example = |method: &str, path: &str| example_of(&doc, find(&ops, method, path)).unwrap();
@@ -875,7 +887,7 @@ async fn query_parameters_are_exactly_the_documented_ones(engine: Engine) {
             "{path}"
         );
     }
-    assert_eq!(checked, 5, "endpoints with query parameters");
+    assert_eq!(checked, 6, "endpoints with query parameters");
 }
 
 async fn every_operation_needs_exactly_its_documented_scope(engine: Engine) {

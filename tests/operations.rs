@@ -276,6 +276,31 @@ async fn every_setting_is_listed_by_help_with_its_env_var_and_default() {
         ),
         ("--max-in-flight", "TALLY_MAX_IN_FLIGHT", Some("1024")),
         ("--drain-ms", "TALLY_DRAIN_MS", Some("0")),
+        (
+            "--webhook-allow-insecure",
+            "TALLY_WEBHOOK_ALLOW_INSECURE",
+            Some("false"),
+        ),
+        (
+            "--webhook-timeout-ms",
+            "TALLY_WEBHOOK_TIMEOUT_MS",
+            Some("10000"),
+        ),
+        (
+            "--webhook-retry-base-ms",
+            "TALLY_WEBHOOK_RETRY_BASE_MS",
+            Some("5000"),
+        ),
+        (
+            "--webhook-retry-max-ms",
+            "TALLY_WEBHOOK_RETRY_MAX_MS",
+            Some("3600000"),
+        ),
+        (
+            "--webhook-max-age-s",
+            "TALLY_WEBHOOK_MAX_AGE_S",
+            Some("259200"),
+        ),
     ] {
         assert!(help.contains(flag), "{flag} missing from\n{help}");
         assert!(

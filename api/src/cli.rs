@@ -136,6 +136,8 @@ pub struct ServeArgs {
     pub log_format: crate::logging::LogFormat,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
     /// Where each setting came from; filled by `config::parse_cli`.
     #[arg(skip)]
     pub effective: Vec<crate::setting::Setting>,
@@ -321,4 +323,67 @@ pub enum SigningKeyCommand {
     },
     /// Print the public key of the configured key, to publish it.
     Public(SigningArgs),
+}
+
+/// Outbound webhook deliveries (docs/events.md).
+#[derive(Debug, Args)]
+pub struct WebhookArgs {
+    /// Allow webhook endpoints on http:// and on loopback, private and
+    /// link-local addresses (tests, on-premises receivers). Off: https://
+    /// to public addresses only (SSRF guard).
+    #[arg(long, env = "TALLY_WEBHOOK_ALLOW_INSECURE", num_args = 0..=1,
+          default_value_t = false, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub webhook_allow_insecure: bool,
+    /// Milliseconds one delivery attempt may take before it counts as a
+    /// timeout (and is retried).
+    #[arg(long, env = "TALLY_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(10..=300_000))]
+    pub webhook_timeout_ms: u64,
+    /// Milliseconds: the cap of the first retry's wait, doubled per
+    /// failed attempt (full jitter below the cap).
+    #[arg(long, env = "TALLY_WEBHOOK_RETRY_BASE_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub webhook_retry_base_ms: u64,
+    /// Milliseconds: the longest wait between two attempts.
+    #[arg(long, env = "TALLY_WEBHOOK_RETRY_MAX_MS", default_value_t = 3_600_000,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub webhook_retry_max_ms: u64,
+    /// Seconds a delivery is retried before it is given up (failed).
+    #[arg(long, env = "TALLY_WEBHOOK_MAX_AGE_S", default_value_t = 259_200,
+          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub webhook_max_age_s: u64,
+    /// Seconds a rotated secret keeps signing beside the new one.
+    #[arg(long, env = "TALLY_WEBHOOK_SECRET_GRACE_S", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(0..=2_592_000))]
+    pub webhook_secret_grace_s: u64,
+    /// Milliseconds between looks at the log and the due deliveries when
+    /// no commit of this process wakes the delivery loop sooner.
+    #[arg(long, env = "TALLY_WEBHOOK_POLL_MS", default_value_t = 250,
+          value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub webhook_poll_ms: u64,
+}
+
+impl WebhookArgs {
+    /// The delivery loop's settings.
+    pub fn config(&self) -> tally_webhooks::schedule::WebhookConfig {
+        use std::time::Duration;
+        tally_webhooks::schedule::WebhookConfig {
+            timeout: Duration::from_millis(self.webhook_timeout_ms),
+            retry_base: Duration::from_millis(self.webhook_retry_base_ms),
+            retry_max: Duration::from_millis(self.webhook_retry_max_ms),
+            max_age: Duration::from_secs(self.webhook_max_age_s),
+            allow_insecure: self.webhook_allow_insecure,
+            poll: Duration::from_millis(self.webhook_poll_ms),
+            ..Default::default()
+        }
+    }
+
+    /// What the API reads.
+    pub fn settings(&self) -> crate::state::WebhookSettings {
+        crate::state::WebhookSettings {
+            allow_insecure: self.webhook_allow_insecure,
+            secret_grace: std::time::Duration::from_secs(self.webhook_secret_grace_s),
+        }
+    }
 }

@@ -244,6 +244,14 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     tokio::spawn(tally_api::feed::watch_other_processes(
         state.writers.clone(),
     ));
+    let deliveries = std::sync::Arc::new(tally_webhooks::stats::DeliveryStats::default());
+    tokio::spawn(tally_webhooks::dispatch::run_webhooks(
+        state.writers.storage().clone(),
+        state.writers.heads().clone(),
+        args.webhooks.config(),
+        deliveries.clone(),
+    ));
+    let state = state.with_webhooks(args.webhooks.settings(), deliveries);
     tokio::spawn(run_hold_expiry(
         state.writers.clone(),
         std::time::Duration::from_millis(args.hold_sweep_ms),

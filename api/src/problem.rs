@@ -89,6 +89,16 @@ impl From<LedgerError> for ApiError {
     }
 }
 
+impl From<tally_webhooks::WebhookError> for ApiError {
+    fn from(e: tally_webhooks::WebhookError) -> Self {
+        match e {
+            tally_webhooks::WebhookError::Invalid(v) => ApiError::Invalid(v),
+            tally_webhooks::WebhookError::NotFound => ApiError::NotFound,
+            tally_webhooks::WebhookError::Ledger(l) => l.into(),
+        }
+    }
+}
+
 /// A problem+json body under construction.
 struct Problem {
     status: StatusCode,

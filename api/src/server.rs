@@ -18,6 +18,7 @@ use crate::connections::ConnectionLimits;
 use crate::problem::{ApiError, InternalError};
 use crate::routes::{
     accounts, audit, balances, batch, entries, health, holds, intents, rules, usage,
+    webhook_deliveries, webhooks,
 };
 pub use crate::state::{AppState, DEFAULT_KEY_RECHECK};
 
@@ -44,6 +45,19 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(balances::get_balance))
         .routes(routes!(usage::get_usage))
         .routes(routes!(crate::routes::statements::get_statement))
+        .routes(routes!(
+            webhooks::post_webhook_endpoint,
+            webhooks::list_webhook_endpoints
+        ))
+        .routes(routes!(
+            webhooks::get_webhook_endpoint,
+            webhooks::patch_webhook_endpoint,
+            webhooks::delete_webhook_endpoint
+        ))
+        .routes(routes!(webhooks::rotate_webhook_secret))
+        .routes(routes!(webhook_deliveries::list_webhook_deliveries))
+        .routes(routes!(webhook_deliveries::retry_webhook_delivery))
+        .routes(routes!(webhook_deliveries::replay_webhook_events))
         .routes(routes!(audit::get_export))
         .routes(routes!(audit::get_head))
         .routes(routes!(health::healthz))

@@ -7,6 +7,7 @@ use tally_ledger::audit::sign::Signer;
 use tally_ledger::store::Storage;
 use tally_ledger::writer::{WriterConfig, Writers};
 use tally_projections::usage::ProjectorStats;
+use tally_webhooks::stats::DeliveryStats;
 
 use crate::key_cache::KeyCache;
 use crate::limits::{Lifecycle, Limits};
@@ -35,6 +36,28 @@ pub struct AppParts {
     pub lifecycle: Lifecycle,
     /// The usage projector's observations, for `GET /metrics`.
     pub projector: Arc<ProjectorStats>,
+    /// What endpoints may be and how secrets rotate.
+    pub webhooks: WebhookSettings,
+    /// This process's webhook deliveries, for `GET /metrics`.
+    pub deliveries: Arc<DeliveryStats>,
+}
+
+/// The webhook settings the API itself reads.
+#[derive(Debug, Clone, Copy)]
+pub struct WebhookSettings {
+    /// `--webhook-allow-insecure`: `http://` and private addresses.
+    pub allow_insecure: bool,
+    /// `--webhook-secret-grace-s`: how long a rotated secret still signs.
+    pub secret_grace: Duration,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        Self {
+            allow_insecure: false,
+            secret_grace: Duration::from_secs(24 * 3600),
+        }
+    }
 }
 
 impl std::ops::Deref for AppState {
@@ -54,6 +77,8 @@ impl AppState {
             limits: Arc::default(),
             lifecycle: Lifecycle::default(),
             projector: Arc::default(),
+            webhooks: WebhookSettings::default(),
+            deliveries: Arc::default(),
         }))
     }
 
@@ -82,6 +107,15 @@ impl AppState {
     /// after `recheck_after`.
     pub fn with_key_recheck(self, recheck_after: Duration) -> Self {
         self.with(|p| p.keys = KeyCache::new(recheck_after))
+    }
+
+    /// The same state with these webhook settings, counting deliveries in
+    /// `deliveries`.
+    pub fn with_webhooks(self, settings: WebhookSettings, deliveries: Arc<DeliveryStats>) -> Self {
+        self.with(|p| {
+            p.webhooks = settings;
+            p.deliveries = deliveries;
+        })
     }
 
     /// The same state, signing audit checkpoints with `signer`.

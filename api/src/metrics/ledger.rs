@@ -22,12 +22,12 @@ enum Kind {
     Histogram,
 }
 
-/// One family: name, kind, help, its label if it has one.
+/// One family: name, kind, help, its labels.
 struct Series {
     name: &'static str,
     kind: Kind,
     help: &'static str,
-    label: Option<&'static str>,
+    labels: &'static [&'static str],
 }
 
 const MICROS_PER_SECOND: u64 = 1_000_000;
@@ -37,7 +37,7 @@ const fn series(name: &'static str, kind: Kind, help: &'static str) -> Series {
         name,
         kind,
         help,
-        label: None,
+        labels: &[],
     }
 }
 
@@ -78,9 +78,23 @@ const SERIES: &[Series] = &[
     Series {
         name: "tally_background_failures_total",
         kind: Kind::Counter,
-        help: "Failures of background jobs, by job: expiry (a tenant's expired holds not released, or the listing of expired holds failed) and usage (a tenant's usage not projected, or the listing of lagging tenants failed). The other tenants go on; the failed work is retried next round, and the log names the tenant.",
-        label: Some("job"),
+        help: "Failures of background jobs, by job: expiry (a tenant's expired holds not released, or the listing of expired holds failed), usage (a tenant's usage not projected, or the listing of lagging tenants failed) and webhooks (a fan-out or a claim of deliveries failed). The other tenants go on; the failed work is retried next round, and the log names the tenant.",
+        labels: &["job"],
     },
+    Series {
+        name: "tally_webhook_attempts_total",
+        kind: Kind::Counter,
+        help: "Webhook delivery attempts this process made, by outcome: delivered (2xx), http_status (any other answer), timeout, connection (no answer, or an address the SSRF guard refused), gone (410: the endpoint was disabled).",
+        labels: &["outcome"],
+    },
+    series("tally_webhook_deliveries_given_up_total", Kind::Counter, "Webhook deliveries this process gave up (failed, dead-lettered) after retrying them for --webhook-max-age-s."),
+    Series {
+        name: "tally_webhook_oldest_undelivered_seconds",
+        kind: Kind::Gauge,
+        help: "Per endpoint with a pending delivery: seconds since its oldest pending delivery was scheduled. Absent when the database did not answer the scrape in time.",
+        labels: &["tenant", "endpoint"],
+    },
+    series("tally_webhook_endpoints_disabled", Kind::Gauge, "Webhook endpoints disabled, over every tenant (by a PATCH, or after a 410). Absent when the database did not answer the scrape in time."),
 ];
 
 /// The descriptions of [`SERIES`] (a name the crate refused would be
@@ -89,7 +103,7 @@ static DESCS: LazyLock<Vec<Desc>> = LazyLock::new(|| {
     SERIES
         .iter()
         .filter_map(|s| {
-            let labels = s.label.iter().map(|l| (*l).to_owned()).collect();
+            let labels = s.labels.iter().map(|l| (*l).to_owned()).collect();
             Desc::new(s.name.to_owned(), s.help.to_owned(), labels, HashMap::new()).ok()
         })
         .collect()
@@ -101,11 +115,20 @@ static DESCS: LazyLock<Vec<Desc>> = LazyLock::new(|| {
 pub struct LedgerCollector {
     app: AppState,
     lag: Option<UsageLag>,
+    webhooks: Option<WebhookScrape>,
+}
+
+/// What a scrape read of the webhook deliveries from the database.
+#[derive(Debug, Clone, Default)]
+pub struct WebhookScrape {
+    /// `(tenant, endpoint, seconds)` of the oldest pending delivery.
+    pub oldest_pending: Vec<(String, String, f64)>,
+    pub endpoints_disabled: i64,
 }
 
 impl LedgerCollector {
-    pub fn new(app: AppState, lag: Option<UsageLag>) -> Self {
-        Self { app, lag }
+    pub fn new(app: AppState, lag: Option<UsageLag>, webhooks: Option<WebhookScrape>) -> Self {
+        Self { app, lag, webhooks }
     }
 
     /// Every sample, by family name.
@@ -220,11 +243,35 @@ impl LedgerCollector {
                 value(&[], lag.lagging_tenants as f64),
             ));
         }
+        let deliveries = &self.app.deliveries;
         for (job, v) in [
             ("expiry", load(&stats.expiry_failures)),
             ("usage", load(&projector.failures)),
+            ("webhooks", load(&deliveries.failures)),
         ] {
             out.push(("tally_background_failures_total", value(&[("job", job)], v)));
+        }
+        for (outcome, n) in deliveries.by_outcome() {
+            out.push((
+                "tally_webhook_attempts_total",
+                value(&[("outcome", outcome)], n as f64),
+            ));
+        }
+        out.push((
+            "tally_webhook_deliveries_given_up_total",
+            value(&[], load(&deliveries.given_up)),
+        ));
+        if let Some(w) = &self.webhooks {
+            for (tenant, endpoint, seconds) in &w.oldest_pending {
+                out.push((
+                    "tally_webhook_oldest_undelivered_seconds",
+                    value(&[("tenant", tenant), ("endpoint", endpoint)], *seconds),
+                ));
+            }
+            out.push((
+                "tally_webhook_endpoints_disabled",
+                value(&[], w.endpoints_disabled as f64),
+            ));
         }
         out
     }

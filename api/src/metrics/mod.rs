@@ -253,7 +253,18 @@ impl Metrics {
                 None
             }
         };
-        self.render_with(&LedgerCollector::new(app.clone(), lag))
+        let webhooks = match tokio::time::timeout(LAG_READ_TIMEOUT, webhook_scrape(app)).await {
+            Ok(Ok(w)) => Some(w),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "metrics: reading the webhook deliveries failed");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("metrics: the webhook deliveries were not read in time");
+                None
+            }
+        };
+        self.render_with(&LedgerCollector::new(app.clone(), lag, webhooks))
     }
 
     fn render_with(&self, ledger: &LedgerCollector) -> String {
@@ -274,6 +285,27 @@ impl Metrics {
         }
         text
     }
+}
+
+/// The webhook series read from the database: two aggregate queries.
+async fn webhook_scrape(
+    app: &AppState,
+) -> Result<ledger::WebhookScrape, tally_webhooks::WebhookError> {
+    use tally_webhooks::store::{now_micros, DeliveryRow, EndpointRow};
+    let storage = app.writers.storage();
+    let now = now_micros();
+    let oldest_pending = DeliveryRow::pending_ages(storage)
+        .await?
+        .into_iter()
+        .map(|a| {
+            let seconds = (now - a.oldest_scheduled_at).max(0) as f64 / 1e6;
+            (a.tenant_id, a.endpoint_id, seconds)
+        })
+        .collect();
+    Ok(ledger::WebhookScrape {
+        oldest_pending,
+        endpoints_disabled: EndpointRow::count_disabled(storage).await?,
+    })
 }
 
 /// `GET /metrics` (no authentication, like `/healthz`): keep it off the

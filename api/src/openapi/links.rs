@@ -96,6 +96,23 @@ fn follows(operation_id: &str) -> Vec<Follow> {
             ),
         ],
         "postCapture" | "postRelease" => vec![entry],
+        "postWebhookEndpoint" => {
+            let endpoint = |name, description| Follow {
+                name,
+                operation_id: name,
+                description,
+                parameter: Some(("id", "$response.body#/id")),
+                body: None,
+            };
+            vec![
+                endpoint("getWebhookEndpoint", "The endpoint, read back by its `id`."),
+                endpoint("patchWebhookEndpoint", "Change this endpoint."),
+                endpoint("deleteWebhookEndpoint", "Delete this endpoint."),
+                endpoint("rotateWebhookSecret", "A new secret for this endpoint."),
+                endpoint("listWebhookDeliveries", "This endpoint's deliveries."),
+                endpoint("replayWebhookEvents", "Send this endpoint's events again."),
+            ]
+        }
         _ => Vec::new(),
     }
 }

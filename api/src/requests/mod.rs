@@ -20,14 +20,22 @@ mod intents;
 mod queries;
 mod raw;
 mod rules;
+mod webhooks;
 
 pub use accounts::AccountSettingsRequest;
 pub use batch::{BatchOperation, BatchRequest};
 pub use holds::{CaptureRequest, HoldRequest, ReleaseRequest};
 pub use intents::{PaymentRequest, UsageDebitRequest};
-pub use queries::{BalanceQuery, EntriesQuery, ExportQuery, StatementQuery, UsageQuery};
+pub use queries::{
+    BalanceQuery, EntriesQuery, ExportQuery, StatementQuery, UsageQuery, WebhookDeliveriesQuery,
+};
 pub use raw::{field_names, read, Raw};
 pub use rules::{AdjustmentRequest, Direction, RefundRequest, ReversalRequest};
+pub use webhooks::{
+    endpoint_change, new_endpoint, replay_from, NewEndpoint, WebhookEndpointChangeRequest,
+    WebhookEndpointRequest, WebhookReplayRequest, ENDPOINT_CHANGE_FIELDS, ENDPOINT_FIELDS,
+    REPLAY_FIELDS,
+};
 
 /// Validates a body of a kind whose whole request is the body (the single
 /// endpoints of those kinds and each batch operation) through its typed

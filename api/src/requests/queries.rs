@@ -101,3 +101,18 @@ pub struct ExportQuery {
     #[param(minimum = 0, example = 100)]
     to_seq: Option<i64>,
 }
+
+/// Query of `GET /v1/webhook-endpoints/{id}/deliveries`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WebhookDeliveriesQuery {
+    /// Only deliveries in this status.
+    status: Option<crate::views::WebhookDeliveryStatus>,
+    /// Deliveries older than this one (pass the previous page's
+    /// `next_after`): newest first.
+    #[param(example = "wd_0193a8d2c4f07b3e9a51c2d4e6f80a1b")]
+    after: Option<String>,
+    /// Page size, 1–100; default 20.
+    #[param(minimum = 1, maximum = 100, example = 20)]
+    limit: Option<i64>,
+}

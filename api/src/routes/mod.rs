@@ -17,5 +17,7 @@ pub mod rules;
 pub mod statements;
 mod text;
 pub mod usage;
+pub mod webhook_deliveries;
+pub mod webhooks;
 
 pub use answer::{answer, count_embedded};

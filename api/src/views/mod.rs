@@ -14,6 +14,7 @@ mod problem;
 mod settings;
 mod statement;
 mod usage;
+mod webhooks;
 
 pub use accounts::AccountView;
 pub use audit::{HeadView, Signature};
@@ -28,3 +29,7 @@ pub use problem::{Problem, ProblemCode};
 pub use settings::{Alerts, Metadata, Overdraft, OverdraftLimit, OverdraftMode};
 pub use statement::{BalanceFigures, Movements, Statement};
 pub use usage::{Granularity, Usage, UsagePeriod};
+pub use webhooks::{
+    WebhookAttempt, WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryStatus, WebhookEndpoint,
+    WebhookEndpointList, WebhookEndpointWithSecret, WebhookEventType, WebhookReplay,
+};

@@ -63,6 +63,12 @@ impl CommittedHeads {
             .subscribe()
     }
 
+    /// Wakes what waits for any commit without one: work that does not
+    /// come from the log (a delivery sent again by hand).
+    pub fn nudge(&self) {
+        self.0.any.notify_one();
+    }
+
     /// Tenants someone waits for now.
     pub fn watched_tenants(&self) -> Vec<String> {
         let watched = self
