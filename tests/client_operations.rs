@@ -15,7 +15,8 @@ use tally_client::{
     AccountSettings, Adjustment, BalanceQuery, Capture, Client, ClientError, Direction, Entry,
     EntryKind, EntryQuery, EntryStatus, ExportFormat, ExportQuery, Granularity, Hold, HoldStatus,
     Operation, Overdraft, Payment, Refund, Release, RetryPolicy, Reversal, StatementQuery,
-    UsageDebit, UsageQuery,
+    UsageDebit, UsageQuery, WebhookDeliveryQuery, WebhookDeliveryStatus, WebhookEndpointChange,
+    WebhookEndpointRequest, WebhookEventType,
 };
 
 engine_tests!(
@@ -297,6 +298,51 @@ async fn every_operation_once(engine: Engine) {
         ),
         ("acme", head.seq, head.hash.as_str())
     );
+
+    // Webhooks (admin): an https:// URL of a public name is accepted without
+    // --webhook-allow-insecure; it is only contacted later.
+    let request = WebhookEndpointRequest::new(
+        "https://hooks.example.com/tally",
+        [WebhookEventType::EntryPosted],
+    );
+    let made = client.post_webhook_endpoint(&request).await.unwrap();
+    assert!(made.secret.starts_with("whsec_"));
+    assert!(!format!("{made:?}").contains(&made.secret));
+    let id = made.endpoint.id.clone();
+    assert_eq!(
+        client.list_webhook_endpoints().await.unwrap(),
+        vec![made.endpoint.clone()]
+    );
+    assert_eq!(
+        client.get_webhook_endpoint(&id).await.unwrap(),
+        made.endpoint
+    );
+    let change = WebhookEndpointChange {
+        enabled: Some(false),
+        ..WebhookEndpointChange::default()
+    };
+    let disabled = client.patch_webhook_endpoint(&id, &change).await.unwrap();
+    assert_eq!(disabled.disabled_reason.as_deref(), Some("disabled"));
+    let rotated = client.rotate_webhook_secret(&id).await.unwrap();
+    assert!(rotated.secret != made.secret && rotated.previous_secret_expires_at.is_some());
+    let replay = client.replay_webhook_events(&id, 1).await.unwrap();
+    assert_eq!((replay.from_seq, replay.next_from_seq), (1, None));
+    assert!(replay.scheduled >= 1);
+    let query = WebhookDeliveryQuery {
+        status: Some(WebhookDeliveryStatus::Pending),
+        limit: Some(100),
+        ..WebhookDeliveryQuery::default()
+    };
+    let page = client.list_webhook_deliveries(&id, &query).await.unwrap();
+    assert_eq!(page.deliveries.len() as u64, replay.scheduled);
+    let retried = client
+        .retry_webhook_delivery(&page.deliveries[0].id)
+        .await
+        .unwrap();
+    assert_eq!(retried.event_id, page.deliveries[0].event_id);
+    client.delete_webhook_endpoint(&id).await.unwrap();
+    let err = client.get_webhook_endpoint(&id).await.unwrap_err();
+    assert_eq!(err.code(), Some("not_found"));
 
     // Health.
     let engine = if postgres { "postgres" } else { "sqlite" };

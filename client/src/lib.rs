@@ -30,9 +30,15 @@ pub use model::{
     Capture, Direction, Entry, EntryKind, EntryPage, EntryStatus, Granularity, Health, Hold,
     HoldInfo, HoldStatus, Metadata, Movements, Operation, Overdraft, Payment, Posted, Refund,
     Rejection, Release, Reversal, Signature, Statement, Usage, UsageDebit, UsagePeriod,
+    WebhookAttempt, WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryStatus, WebhookEndpoint,
+    WebhookEndpointChange, WebhookEndpointRequest, WebhookEndpointWithSecret, WebhookEventType,
+    WebhookReplay,
 };
 pub use problem::{FieldError, Problem};
-pub use query::{BalanceQuery, EntryQuery, ExportFormat, ExportQuery, StatementQuery, UsageQuery};
+pub use query::{
+    BalanceQuery, EntryQuery, ExportFormat, ExportQuery, StatementQuery, UsageQuery,
+    WebhookDeliveryQuery,
+};
 pub use retry::{Classification, RetryPolicy};
 
 /// A tally client for one API key.
@@ -114,6 +120,8 @@ enum Method {
     Get,
     Post,
     Put,
+    Patch,
+    Delete,
 }
 
 /// One HTTP answer.
@@ -220,6 +228,8 @@ impl Client {
             Method::Get => self.http.get(url),
             Method::Post => self.http.post(url),
             Method::Put => self.http.put(url),
+            Method::Patch => self.http.patch(url),
+            Method::Delete => self.http.delete(url),
         };
         let request = match body {
             Some(body) => request

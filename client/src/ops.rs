@@ -8,9 +8,13 @@ use serde::Serialize;
 use crate::model::{
     Account, AccountSettings, Adjustment, AuditHead, Balance, BatchResult, BatchResults, Capture,
     Entry, EntryPage, Health, Hold, HoldInfo, Operation, Payment, Posted, Refund, Release,
-    Reversal, Statement, Usage, UsageDebit,
+    Reversal, Statement, Usage, UsageDebit, WebhookDelivery, WebhookDeliveryPage, WebhookEndpoint,
+    WebhookEndpointChange, WebhookEndpointList, WebhookEndpointRequest, WebhookEndpointWithSecret,
+    WebhookReplay, WebhookReplayRequest,
 };
-use crate::query::{encode, BalanceQuery, EntryQuery, ExportQuery, StatementQuery, UsageQuery};
+use crate::query::{
+    encode, BalanceQuery, EntryQuery, ExportQuery, StatementQuery, UsageQuery, WebhookDeliveryQuery,
+};
 use crate::{Answer, Client, ClientError, Method};
 
 fn decode<T: DeserializeOwned>(answer: &Answer) -> Result<T, ClientError> {
@@ -200,6 +204,112 @@ impl Client {
         self.get_json("/readyz").await
     }
 
+    /// `POST /v1/webhook-endpoints` (scope `admin`): events of the tenant's
+    /// entries committed from now on are signed and sent to `url`. The
+    /// answer holds the signing `secret`, shown only here. An endpoint has
+    /// no upstream ID: when an attempt's answer is lost and the call is
+    /// retried, a second endpoint may be made (check
+    /// [`Client::list_webhook_endpoints`] after an `Exhausted`, or use a
+    /// client whose policy has `max_attempts: 1`).
+    pub async fn post_webhook_endpoint(
+        &self,
+        request: &WebhookEndpointRequest,
+    ) -> Result<WebhookEndpointWithSecret, ClientError> {
+        let body = to_body(request)?;
+        let answer = self
+            .send(Method::Post, "/v1/webhook-endpoints", Some(body))
+            .await?;
+        decode(&answer)
+    }
+
+    /// `GET /v1/webhook-endpoints` (scope `admin`): every endpoint of the
+    /// tenant, oldest first, without secrets.
+    pub async fn list_webhook_endpoints(&self) -> Result<Vec<WebhookEndpoint>, ClientError> {
+        let list: WebhookEndpointList = self.get_json("/v1/webhook-endpoints").await?;
+        Ok(list.endpoints)
+    }
+
+    /// `GET /v1/webhook-endpoints/{id}` (scope `admin`), without its secret.
+    pub async fn get_webhook_endpoint(&self, id: &str) -> Result<WebhookEndpoint, ClientError> {
+        self.get_json(&webhook_endpoint_path(id)).await
+    }
+
+    /// `PATCH /v1/webhook-endpoints/{id}` (scope `admin`): changes what
+    /// `change` gives (at least one field, else `InvalidRequest`). The same
+    /// change again is harmless, so it is retried like every call.
+    pub async fn patch_webhook_endpoint(
+        &self,
+        id: &str,
+        change: &WebhookEndpointChange,
+    ) -> Result<WebhookEndpoint, ClientError> {
+        let body = to_body(change)?;
+        let answer = self
+            .send(Method::Patch, &webhook_endpoint_path(id), Some(body))
+            .await?;
+        decode(&answer)
+    }
+
+    /// `DELETE /v1/webhook-endpoints/{id}` (scope `admin`): the endpoint and
+    /// its deliveries are gone (204). A retry after a lost answer gets
+    /// `NotFound`.
+    pub async fn delete_webhook_endpoint(&self, id: &str) -> Result<(), ClientError> {
+        self.send(Method::Delete, &webhook_endpoint_path(id), None)
+            .await?;
+        Ok(())
+    }
+
+    /// `POST /v1/webhook-endpoints/{id}/rotate-secret` (scope `admin`): a
+    /// new secret; the previous one also signs until
+    /// `previous_secret_expires_at`. A retry after a lost answer rotates
+    /// again.
+    pub async fn rotate_webhook_secret(
+        &self,
+        id: &str,
+    ) -> Result<WebhookEndpointWithSecret, ClientError> {
+        let path = format!("{}/rotate-secret", webhook_endpoint_path(id));
+        let answer = self.send(Method::Post, &path, None).await?;
+        decode(&answer)
+    }
+
+    /// `GET /v1/webhook-endpoints/{id}/deliveries` (scope `admin`): one
+    /// page, newest first, each delivery with its attempts and the event as
+    /// sent; follow `next_after` for the next.
+    pub async fn list_webhook_deliveries(
+        &self,
+        id: &str,
+        query: &WebhookDeliveryQuery,
+    ) -> Result<WebhookDeliveryPage, ClientError> {
+        self.get_json(&format!(
+            "{}/deliveries{}",
+            webhook_endpoint_path(id),
+            query.to_query()
+        ))
+        .await
+    }
+
+    /// `POST /v1/webhook-deliveries/{id}/retry` (scope `admin`, 202): the
+    /// delivery is pending again, due now, with the same event id.
+    pub async fn retry_webhook_delivery(&self, id: &str) -> Result<WebhookDelivery, ClientError> {
+        let path = format!("/v1/webhook-deliveries/{}/retry", encode(id));
+        let answer = self.send(Method::Post, &path, None).await?;
+        decode(&answer)
+    }
+
+    /// `POST /v1/webhook-endpoints/{id}/replay` (scope `admin`, 202): the
+    /// endpoint's events of the entries from `from_seq` on are sent again
+    /// with their original ids, at most 10,000 entries per call; go on from
+    /// `next_from_seq` until it is `None`.
+    pub async fn replay_webhook_events(
+        &self,
+        id: &str,
+        from_seq: i64,
+    ) -> Result<WebhookReplay, ClientError> {
+        let path = format!("{}/replay", webhook_endpoint_path(id));
+        let body = to_body(&WebhookReplayRequest { from_seq })?;
+        let answer = self.send(Method::Post, &path, Some(body)).await?;
+        decode(&answer)
+    }
+
     async fn post_entry<T: Serialize>(
         &self,
         path: String,
@@ -224,4 +334,8 @@ impl Client {
         let answer = self.send(Method::Get, path, None).await?;
         decode(&answer)
     }
+}
+
+fn webhook_endpoint_path(id: &str) -> String {
+    format!("/v1/webhook-endpoints/{}", encode(id))
 }

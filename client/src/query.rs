@@ -3,7 +3,7 @@
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::model::wire::time;
-use crate::model::{EntryKind, Granularity};
+use crate::model::{EntryKind, Granularity, WebhookDeliveryStatus};
 
 /// Builds `a=1&b=2`, percent-encoding every value.
 #[derive(Default)]
@@ -168,6 +168,27 @@ impl ExportQuery {
     }
 }
 
+/// Options of `GET /v1/webhook-endpoints/{id}/deliveries` (newest first).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WebhookDeliveryQuery {
+    /// Only deliveries in this status.
+    pub status: Option<WebhookDeliveryStatus>,
+    /// Deliveries older than this one (the previous page's `next_after`).
+    pub after: Option<String>,
+    /// 1 to 100; the server's default (20) when `None`.
+    pub limit: Option<u32>,
+}
+
+impl WebhookDeliveryQuery {
+    pub(crate) fn to_query(&self) -> String {
+        Query::default()
+            .put("status", self.status.map(WebhookDeliveryStatus::as_str))
+            .put("after", self.after.as_ref())
+            .put("limit", self.limit.map(|l| l.to_string()))
+            .finish()
+    }
+}
+
 /// Percent-encodes everything but RFC 3986's unreserved characters, for a
 /// path segment or a query value.
 pub(crate) fn encode(text: &str) -> String {
@@ -220,5 +241,16 @@ mod tests {
             ..UsageQuery::default()
         };
         assert_eq!(u.to_query(), "?from=2026-11-01&granularity=month");
+    }
+
+    #[test]
+    fn delivery_pages() {
+        assert_eq!(WebhookDeliveryQuery::default().to_query(), "");
+        let q = WebhookDeliveryQuery {
+            status: Some(WebhookDeliveryStatus::Failed),
+            after: Some("wd_1".into()),
+            limit: Some(5),
+        };
+        assert_eq!(q.to_query(), "?status=failed&after=wd_1&limit=5");
     }
 }

@@ -4,16 +4,20 @@
 //! reading it, knows what is accepted. JSON Schema applies `pattern` to
 //! strings only, so adding `number` to a decimal's types is the whole
 //! change. Responses keep `string` alone (the server always answers
-//! strings), but for the overdraft limit, whose one schema serves both.
+//! strings), but for the overdraft limit and the alerts, whose one schema
+//! serves both.
 
 use utoipa::openapi::schema::{Object, Schema, SchemaFormat, SchemaType, Type};
 use utoipa::openapi::{OpenApi, RefOr};
 
 /// Schemas that are (part of) a request body: every `…Request`, the
-/// overdraft limit that `AccountSettingsRequest` takes, and a batch's
-/// operations (a `oneOf` of the requests, inline).
+/// overdraft limit and the alerts that `AccountSettingsRequest` takes, and
+/// a batch's operations (a `oneOf` of the requests, inline).
 fn is_request(name: &str) -> bool {
-    name.ends_with("Request") || name == "OverdraftLimit" || name == "BatchOperation"
+    name.ends_with("Request")
+        || name == "OverdraftLimit"
+        || name == "Alerts"
+        || name == "BatchOperation"
 }
 
 /// Adds `number` to every decimal property of every request schema.

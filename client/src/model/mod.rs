@@ -7,6 +7,7 @@
 mod requests;
 mod responses;
 mod views;
+mod webhooks;
 
 pub use requests::{
     AccountSettings, Adjustment, Alerts, Capture, Direction, Hold, Operation, Overdraft, Payment,
@@ -18,6 +19,12 @@ pub use views::{
     Account, AuditHead, Balance, BalanceFigures, Granularity, Health, HoldInfo, HoldStatus,
     Movements, Signature, Statement, Usage, UsagePeriod,
 };
+pub use webhooks::{
+    WebhookAttempt, WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryStatus, WebhookEndpoint,
+    WebhookEndpointChange, WebhookEndpointRequest, WebhookEndpointWithSecret, WebhookEventType,
+    WebhookReplay,
+};
+pub(crate) use webhooks::{WebhookEndpointList, WebhookReplayRequest};
 
 /// String keys to string values, at most 50 keys.
 pub type Metadata = std::collections::BTreeMap<String, String>;

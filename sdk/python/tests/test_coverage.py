@@ -84,7 +84,9 @@ def test_the_readme_table_lists_every_operation() -> None:
     text = README.read_text()
     rows = set(
         re.findall(
-            r"^\| `(GET|POST|PUT) ([^`]+)` \| `(\w+)\(.*\| `await (\w+)\(", text, flags=re.M
+            r"^\| `(GET|POST|PUT|PATCH|DELETE) ([^`]+)` \| `(\w+)\(.*\| `await (\w+)\(",
+            text,
+            flags=re.M,
         )
     )
     assert rows == {(m, p, name, name) for (m, p), name in tally.OPERATIONS.items()}

@@ -3,11 +3,12 @@ asserting the fields that matter. Runs with both clients on every engine."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
-from typing import Any, List
+from typing import Any, List, Set, Tuple
 
 import pytest
 
@@ -27,7 +28,39 @@ def wait_for_usage(client: Any, account: str, timeout: float = 10.0) -> tally.Us
         time.sleep(0.1)
 
 
-def test_every_operation(client: Any, engine: str) -> None:
+@pytest.fixture
+def operations_called(monkeypatch: pytest.MonkeyPatch) -> Set[Tuple[str, str]]:
+    """Every operation (method, path template) either client ran."""
+    called: Set[Tuple[str, str]] = set()
+    patterns = [
+        (method, path, re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", path) + "$"))
+        for method, path in tally.OPERATIONS
+    ]
+
+    def record(call: Any) -> None:
+        path = call.target.split("?", 1)[0]
+        for method, template, pattern in patterns:
+            if method == call.method and pattern.match(path):
+                called.add((method, template))
+
+    sync_run, async_run = tally.Client.run, tally.AsyncClient.run
+
+    def run(self: tally.Client, call: Any) -> Any:
+        record(call)
+        return sync_run(self, call)
+
+    async def arun(self: tally.AsyncClient, call: Any) -> Any:
+        record(call)
+        return await async_run(self, call)
+
+    monkeypatch.setattr(tally.Client, "run", run)
+    monkeypatch.setattr(tally.AsyncClient, "run", arun)
+    return called
+
+
+def test_every_operation(
+    client: Any, engine: str, operations_called: Set[Tuple[str, str]]
+) -> None:
     started = datetime.now(timezone.utc) - timedelta(seconds=1)
     acct = uid("cust")
 
@@ -202,6 +235,64 @@ def test_every_operation(client: Any, engine: str) -> None:
     assert ready.status == "ready" and ready.schema_version is not None
     assert "/v1/usage-debits" in client.get_openapi()["paths"]
     assert "tally_" in client.get_metrics()
+
+    # The webhook operations (admin). An https:// URL of a public name needs no
+    # --webhook-allow-insecure; it is contacted only later, and its delivery
+    # failures change nothing here.
+    created = client.post_webhook_endpoint(
+        "https://hooks.example.com/tally", ["entry.posted", "balance.low"], description="billing"
+    )
+    assert created.id.startswith("we_") and created.secret.startswith("whsec_")
+    assert created.secret not in repr(created), "the secret stays out of logs"
+    assert created.previous_secret_expires_at is None
+    endpoint = created.endpoint
+    assert sorted(endpoint.event_types) == ["balance.low", "entry.posted"]
+    assert endpoint.enabled and endpoint.disabled_reason is None
+    assert endpoint.description == "billing" and endpoint.after_seq == head.seq
+    assert client.list_webhook_endpoints() == [endpoint]
+    assert "secret" not in client.get_webhook_endpoint(created.id).raw
+    assert client.get_webhook_endpoint(created.id) == endpoint
+    disabled = client.patch_webhook_endpoint(created.id, enabled=False, description=None)
+    assert not disabled.enabled and disabled.disabled_reason == "disabled"
+    assert disabled.description is None, "None clears the description"
+    kept = client.patch_webhook_endpoint(created.id, event_types=["entry.posted"])
+    assert kept.event_types == ["entry.posted"] and kept.description is None
+    assert not kept.enabled, "what is not given is not changed"
+    with pytest.raises(ValueError):
+        client.patch_webhook_endpoint(created.id)
+    with pytest.raises(tally.InvalidRequest):
+        client.post_webhook_endpoint("https://hooks.example.com/x", ["entry.created"])
+    rotated = client.rotate_webhook_secret(created.id)
+    assert rotated.secret.startswith("whsec_") and rotated.secret != created.secret
+    assert rotated.previous_secret_expires_at is not None
+    assert tally.parse_timestamp(rotated.previous_secret_expires_at) > datetime.now(timezone.utc)
+    replay = client.replay_webhook_events(created.id, 1)
+    assert (replay.from_seq, replay.to_seq, replay.next_from_seq) == (1, head.seq, None)
+    posted_entries = [e for e in page.entries if e.status == "posted"]
+    assert replay.scheduled == len(posted_entries), "one entry.posted per posted entry"
+    deliveries = client.list_webhook_deliveries(created.id, limit=100)
+    assert len(deliveries.deliveries) == replay.scheduled and deliveries.next_after is None
+    assert sorted(d.seq for d in deliveries.deliveries) == [e.seq for e in posted_entries]
+    delivery = deliveries.deliveries[0]
+    assert delivery.id.startswith("wd_") and delivery.endpoint_id == created.id
+    assert delivery.status == "pending" and delivery.attempts == [], "disabled: it waits"
+    assert delivery.event["id"] == delivery.event_id and delivery.event["type"] == "entry.posted"
+    assert delivery.event["seq"] == delivery.seq
+    first = client.list_webhook_deliveries(created.id, status="pending", limit=1)
+    assert len(first.deliveries) == 1 and first.next_after == first.deliveries[0].id
+    second = client.list_webhook_deliveries(created.id, status="pending", after=first.next_after)
+    assert first.deliveries[0].id not in [d.id for d in second.deliveries]
+    assert len(second.deliveries) == replay.scheduled - 1
+    retried = client.retry_webhook_delivery(delivery.id)
+    assert retried.id == delivery.id and retried.event_id == delivery.event_id
+    assert retried.status == "pending"
+    client.delete_webhook_endpoint(created.id)
+    assert client.list_webhook_endpoints() == []
+    with pytest.raises(tally.NotFound):
+        client.get_webhook_endpoint(created.id)
+
+    missing = set(tally.OPERATIONS) - operations_called
+    assert not missing, f"operations not exercised: {sorted(missing)}"
 
 
 def test_account_alerts_round_trip(client: Any) -> None:

@@ -193,3 +193,62 @@ def test_timestamps_parse_with_nanoseconds_and_offsets() -> None:
     t = tally.parse_timestamp("2026-11-29T11:00:00.123456789+01:00")
     assert t == datetime(2026, 11, 29, 10, 0, 0, 123456, tzinfo=timezone.utc)
     assert tally.parse_timestamp("2026-11-29T10:00:00Z").tzinfo is not None
+
+
+def test_webhook_requests() -> None:
+    create = _calls.post_webhook_endpoint("https://hooks.example.com/x", ("entry.posted",), None)
+    assert (create.method, create.target) == ("POST", "/v1/webhook-endpoints")
+    assert json.loads(create.body or b"") == {
+        "url": "https://hooks.example.com/x",
+        "event_types": ["entry.posted"],
+    }
+    with pytest.raises(TypeError, match="event_types"):
+        _calls.post_webhook_endpoint("https://hooks.example.com/x", "entry.posted", None)
+    with pytest.raises(ValueError, match="event_types"):
+        _calls.post_webhook_endpoint("https://hooks.example.com/x", [], None)
+
+    def patch(**changes: object) -> object:
+        fields = {"url": None, "event_types": None, "description": tally.UNSET, "enabled": None}
+        fields.update(changes)
+        call = _calls.patch_webhook_endpoint("we 1", **fields)  # type: ignore[arg-type]
+        assert (call.method, call.target) == ("PATCH", "/v1/webhook-endpoints/we%201")
+        return json.loads(call.body or b"")
+
+    assert patch(enabled=False) == {"enabled": False}
+    assert patch(description=None) == {"description": None}, "None clears: it is sent"
+    assert patch(description="d", url="https://h.example.com/") == {
+        "description": "d",
+        "url": "https://h.example.com/",
+    }
+    with pytest.raises(ValueError, match="nothing to change"):
+        patch()
+
+    delete = _calls.delete_webhook_endpoint("we_1")
+    assert (delete.method, delete.target, delete.body) == (
+        "DELETE", "/v1/webhook-endpoints/we_1", None,
+    )  # fmt: skip
+    rotate = _calls.rotate_webhook_secret("we_1")
+    assert (rotate.method, rotate.target, rotate.body) == (
+        "POST", "/v1/webhook-endpoints/we_1/rotate-secret", None,
+    )  # fmt: skip
+    page = _calls.list_webhook_deliveries("we_1", status="failed", after="wd_9", limit=5)
+    assert page.target == "/v1/webhook-endpoints/we_1/deliveries?status=failed&after=wd_9&limit=5"
+    retry = _calls.retry_webhook_delivery("wd_1")
+    assert (retry.method, retry.target) == ("POST", "/v1/webhook-deliveries/wd_1/retry")
+    replay = _calls.replay_webhook_events("we_1", 7)
+    assert json.loads(replay.body or b"") == {"from_seq": 7}
+    with pytest.raises(TypeError):
+        _calls.replay_webhook_events("we_1", "7")  # type: ignore[arg-type]
+
+
+def test_a_webhook_secret_stays_out_of_repr() -> None:
+    endpoint = {
+        "id": "we_1", "url": "https://h.example.com/", "event_types": ["entry.posted"],
+        "description": None, "enabled": True, "disabled_reason": None, "after_seq": 3,
+        "created_at": "2026-12-05T10:00:00Z", "updated_at": "2026-12-05T10:00:00Z",
+    }  # fmt: skip
+    made = tally.WebhookEndpointWithSecret.from_json(
+        {**endpoint, "secret": "whsec_c2VjcmV0", "previous_secret_expires_at": None}
+    )
+    assert made.id == "we_1" and made.secret == "whsec_c2VjcmV0"
+    assert "whsec_" not in repr(made)

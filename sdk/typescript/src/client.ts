@@ -25,6 +25,7 @@ import {
   type Hold,
   type HoldRequest,
   type ListEntriesQuery,
+  type ListWebhookDeliveriesQuery,
   OPERATIONS,
   type OperationId,
   type PaymentRequest,
@@ -35,6 +36,15 @@ import {
   type Statement,
   type Usage,
   type UsageDebitRequest,
+  type WebhookDelivery,
+  type WebhookDeliveryPage,
+  type WebhookEndpoint,
+  type WebhookEndpointChangeRequest,
+  type WebhookEndpointList,
+  type WebhookEndpointRequest,
+  type WebhookEndpointWithSecret,
+  type WebhookReplay,
+  type WebhookReplayRequest,
 } from "./generated/schema.js";
 import { requireDecimalStrings, requireUpstreamId } from "./guards.js";
 import { type HttpAnswer, type RetryEvent, Transport } from "./http.js";
@@ -368,6 +378,103 @@ export class TallyClient {
     return decodeObject<AuditHead>(await this.#send("getAuditHead", {}, options));
   }
 
+  // --- webhooks (scope `admin`) ---------------------------------------
+
+  /**
+   * `POST /v1/webhook-endpoints`: a new endpoint, with its signing `secret`
+   * (`whsec_…`), shown only in this answer. Endpoints have no upstream ID:
+   * when an attempt's answer is lost (connection error, timeout, 5xx) and
+   * the call is retried, the server may have made the endpoint already, and
+   * the retry makes a second one. Check `listWebhookEndpoints()` after a
+   * `RetriesExhausted`, or pass `retry: { maxAttempts: 1 }` to never retry.
+   */
+  async postWebhookEndpoint(request: WebhookEndpointRequest, options?: CallOptions): Promise<WebhookEndpointWithSecret> {
+    return decodeWebhookEndpoint<WebhookEndpointWithSecret>(
+      await this.#send("postWebhookEndpoint", { body: request }, options),
+      true,
+    );
+  }
+
+  /** `GET /v1/webhook-endpoints`: every endpoint of the tenant, oldest first, without secrets. */
+  async listWebhookEndpoints(options?: CallOptions): Promise<WebhookEndpointList> {
+    const answer = await this.#send("listWebhookEndpoints", {}, options);
+    const list = decodeObject<WebhookEndpointList>(answer);
+    if (!Array.isArray(list.endpoints)) throw new DecodeError("no endpoints array", answer.status, answer.text);
+    return list;
+  }
+
+  /** `GET /v1/webhook-endpoints/{id}`: the endpoint, without its secret. */
+  async getWebhookEndpoint(id: string, options?: CallOptions): Promise<WebhookEndpoint> {
+    return decodeWebhookEndpoint<WebhookEndpoint>(await this.#send("getWebhookEndpoint", { path: { id } }, options), false);
+  }
+
+  /**
+   * `PATCH /v1/webhook-endpoints/{id}`: changes the fields given (`url`,
+   * `event_types`, `description` — `null` clears it —, `enabled`); at least
+   * one, or the server answers 422. The same change twice is the same
+   * endpoint, so a retry is harmless.
+   */
+  async patchWebhookEndpoint(id: string, change: WebhookEndpointChangeRequest, options?: CallOptions): Promise<WebhookEndpoint> {
+    return decodeWebhookEndpoint<WebhookEndpoint>(
+      await this.#send("patchWebhookEndpoint", { path: { id }, body: change }, options),
+      false,
+    );
+  }
+
+  /**
+   * `DELETE /v1/webhook-endpoints/{id}`: the endpoint and its deliveries
+   * are gone (204, no body). A retry after a lost answer gets `NotFound`.
+   */
+  async deleteWebhookEndpoint(id: string, options?: CallOptions): Promise<void> {
+    await this.#send("deleteWebhookEndpoint", { path: { id } }, options);
+  }
+
+  /**
+   * `POST /v1/webhook-endpoints/{id}/rotate-secret`: a new `secret`; the
+   * previous one also signs until `previous_secret_expires_at`. A retry
+   * after a lost answer rotates again (the lost secret is never shown).
+   */
+  async rotateWebhookSecret(id: string, options?: CallOptions): Promise<WebhookEndpointWithSecret> {
+    return decodeWebhookEndpoint<WebhookEndpointWithSecret>(
+      await this.#send("rotateWebhookSecret", { path: { id } }, options),
+      true,
+    );
+  }
+
+  /**
+   * `GET /v1/webhook-endpoints/{id}/deliveries`: one page, newest first,
+   * each delivery with its attempts and the `event` as sent; pass
+   * `next_after` as `after` for the next page.
+   */
+  async listWebhookDeliveries(id: string, query: ListWebhookDeliveriesQuery = {}, options?: CallOptions): Promise<WebhookDeliveryPage> {
+    const answer = await this.#send("listWebhookDeliveries", { path: { id }, query }, options);
+    const page = decodeObject<WebhookDeliveryPage>(answer);
+    if (!Array.isArray(page.deliveries)) throw new DecodeError("no deliveries array", answer.status, answer.text);
+    return page;
+  }
+
+  /**
+   * `POST /v1/webhook-deliveries/{id}/retry` (202): the delivery is pending
+   * again, due now, with the same event id (receivers deduplicate by it).
+   */
+  async retryWebhookDelivery(id: string, options?: CallOptions): Promise<WebhookDelivery> {
+    const answer = await this.#send("retryWebhookDelivery", { path: { id } }, options);
+    const delivery = decodeObject<WebhookDelivery>(answer);
+    if (typeof delivery.id !== "string" || !Array.isArray(delivery.attempts)) {
+      throw new DecodeError("not a delivery (no id or attempts)", answer.status, answer.text);
+    }
+    return delivery;
+  }
+
+  /**
+   * `POST /v1/webhook-endpoints/{id}/replay` (202): the endpoint's events
+   * from `from_seq` on are sent again with their original ids, at most
+   * 10,000 entries per call; go on from `next_from_seq` until it is null.
+   */
+  async replayWebhookEvents(id: string, request: WebhookReplayRequest, options?: CallOptions): Promise<WebhookReplay> {
+    return decodeObject<WebhookReplay>(await this.#send("replayWebhookEvents", { path: { id }, body: request }, options));
+  }
+
   // --- probes ---------------------------------------------------------
 
   /** `GET /healthz`: the database answers. */
@@ -465,6 +572,17 @@ function decodeEntry(answer: HttpAnswer): Entry {
     throw new DecodeError("not an entry (no id or seq)", answer.status, answer.text);
   }
   return entry;
+}
+
+function decodeWebhookEndpoint<T extends WebhookEndpoint>(answer: HttpAnswer, withSecret: boolean): T {
+  const endpoint = decodeObject<T>(answer);
+  if (typeof endpoint.id !== "string" || !Array.isArray(endpoint.event_types)) {
+    throw new DecodeError("not a webhook endpoint (no id or event_types)", answer.status, answer.text);
+  }
+  if (withSecret && typeof (endpoint as { secret?: unknown }).secret !== "string") {
+    throw new DecodeError("no secret in the answer", answer.status, answer.text);
+  }
+  return endpoint;
 }
 
 function parseJsonLines(answer: HttpAnswer): AuditExportRecord[] {

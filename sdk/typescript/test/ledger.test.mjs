@@ -230,6 +230,60 @@ forEachEngine("ledger", {}, (server, engine) => {
     assert.equal(csv.text.trim().split("\n").length, 3, "a header line and two entries");
     assert.match(csv.text, /^tenant_id,seq,id,kind/);
 
+    // Webhooks: an https:// URL of a public name is accepted without the
+    // server's --webhook-allow-insecure; it is only contacted later, and its
+    // delivery failures change nothing here.
+    const created = await client.postWebhookEndpoint({ url: "https://hooks.example.com/tally", event_types: ["entry.posted", "balance.low"], description: "billing" });
+    assert.match(created.id, /^we_[0-9a-f]{32}$/);
+    assert.match(created.secret, /^whsec_/);
+    assert.equal(created.previous_secret_expires_at, null);
+    assert.deepEqual([...created.event_types].sort(), ["balance.low", "entry.posted"]);
+    assert.equal(created.enabled, true);
+    assert.equal(created.after_seq, head.seq, "events after the head when it was made");
+    const listed = await client.listWebhookEndpoints();
+    assert.deepEqual(listed.endpoints.map((e) => e.id), [created.id]);
+    assert.equal("secret" in listed.endpoints[0], false, "no secret when listed");
+    const fetched = await client.getWebhookEndpoint(created.id);
+    assert.equal(fetched.url, "https://hooks.example.com/tally");
+    assert.equal(fetched.description, "billing");
+    assert.equal("secret" in fetched, false, "no secret when read");
+    const disabled = await client.patchWebhookEndpoint(created.id, { enabled: false, description: null });
+    assert.equal(disabled.enabled, false);
+    assert.equal(disabled.disabled_reason, "disabled");
+    assert.equal(disabled.description, null, "null clears the description");
+    const emptyChange = await client.patchWebhookEndpoint(created.id, {}).catch((e) => e);
+    assert.ok(emptyChange instanceof InvalidRequest, `an empty change is refused: got ${emptyChange}`);
+    const rotated = await client.rotateWebhookSecret(created.id);
+    assert.match(rotated.secret, /^whsec_/);
+    assert.notEqual(rotated.secret, created.secret);
+    assert.ok(Date.parse(rotated.previous_secret_expires_at) > Date.now(), "the old secret signs a while longer");
+    const replay = await client.replayWebhookEvents(created.id, { from_seq: 1 });
+    assert.equal(replay.from_seq, 1);
+    assert.equal(replay.to_seq, head.seq);
+    assert.equal(replay.next_from_seq, null, "one call reached the head");
+    assert.ok(replay.scheduled >= 1, `scheduled ${replay.scheduled}`);
+    const deliveries = await client.listWebhookDeliveries(created.id, { limit: 100 });
+    assert.equal(deliveries.deliveries.length, replay.scheduled);
+    assert.equal(deliveries.next_after, null);
+    const delivery = deliveries.deliveries[0];
+    assert.match(delivery.id, /^wd_[0-9a-f]{32}$/);
+    assert.equal(delivery.endpoint_id, created.id);
+    assert.equal(delivery.status, "pending", "a disabled endpoint's deliveries wait");
+    assert.equal(delivery.event.id, delivery.event_id, "the event is the body as sent");
+    assert.equal(delivery.event.type, delivery.event_type);
+    assert.equal(typeof delivery.event.data, "object");
+    const onePending = await client.listWebhookDeliveries(created.id, { status: "pending", limit: 1 });
+    assert.equal(onePending.deliveries.length, 1);
+    if (replay.scheduled > 1) assert.equal(onePending.next_after, onePending.deliveries[0].id);
+    const retried = await client.retryWebhookDelivery(delivery.id);
+    assert.equal(retried.id, delivery.id);
+    assert.equal(retried.event_id, delivery.event_id, "a retry keeps the event id");
+    assert.equal(retried.status, "pending");
+    await client.deleteWebhookEndpoint(created.id);
+    assert.deepEqual((await client.listWebhookEndpoints()).endpoints, []);
+    const gone = await client.getWebhookEndpoint(created.id).catch((e) => e);
+    assert.ok(gone instanceof NotFound, `got ${gone}`);
+
     // Every operation this SDK covers was exercised above.
     const exercised = new Set(seen.map((request) => operationOf(request)));
     const missing = sdkOperationIds().filter((id) => !exercised.has(id));

@@ -293,10 +293,12 @@ pub async fn record_attempt(
     status: DeliveryStatus,
     next_attempt_at: i64,
 ) -> Result<(), WebhookError> {
+    // Nothing is recorded of a delivery deleted meanwhile (its endpoint was).
     const ATTEMPT: &str = "INSERT INTO webhook_attempts (tenant_id, delivery_id, attempt, \
          attempted_at, outcome, http_status, error, duration_ms) \
-         VALUES ($1, $2, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM webhook_attempts \
-           WHERE tenant_id = $1 AND delivery_id = $2), $3, $4, $5, $6, $7)";
+         SELECT $1, $2, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM webhook_attempts \
+           WHERE tenant_id = $1 AND delivery_id = $2), $3, $4, $5, $6, $7 \
+         WHERE EXISTS (SELECT 1 FROM webhook_deliveries WHERE tenant_id = $1 AND id = $2)";
     const UPDATE: &str = "UPDATE webhook_deliveries SET status = $4, \
          attempts = attempts + 1, next_attempt_at = $5, lease_owner = NULL, lease_until = NULL, \
          last_status = $6, last_error = $7, updated_at = $8 \

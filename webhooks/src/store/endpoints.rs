@@ -78,8 +78,8 @@ const COLUMNS: &str = "tenant_id, id, url, event_types, description, enabled, di
 impl EndpointRow {
     /// Creates an endpoint that receives the events after the tenant's
     /// head now. The tenant's fan-out checkpoint moves up to that head if
-    /// no other endpoint of the tenant is enabled: events before it would
-    /// go to nobody.
+    /// the tenant has no other endpoint: events before it would go to
+    /// nobody.
     pub async fn create(
         storage: &Storage,
         tenant: &str,
@@ -102,8 +102,7 @@ impl EndpointRow {
              VALUES ($1, 'webhooks', $2) \
              ON CONFLICT (tenant_id, projector) DO UPDATE SET seq = CASE \
                WHEN projector_checkpoints.seq < excluded.seq AND NOT EXISTS ( \
-                 SELECT 1 FROM webhook_endpoints \
-                 WHERE tenant_id = $1 AND enabled AND id <> $3) \
+                 SELECT 1 FROM webhook_endpoints WHERE tenant_id = $1 AND id <> $3) \
                THEN excluded.seq ELSE projector_checkpoints.seq END";
         let row: Option<EndpointRow> = in_write!(storage, tx => {
             let row: Option<EndpointRow> = sqlx::query_as(&sql)
@@ -268,15 +267,20 @@ impl EndpointRow {
         Ok(on_pool!(storage, pool => sqlx::query_scalar(SQL).fetch_one(pool).await?))
     }
 
-    /// Tenants with an enabled endpoint whose fan-out checkpoint is behind
-    /// their head: tenant ids only (the fan-out's one query over tenants).
+    /// Tenants with an endpoint whose fan-out checkpoint is behind their
+    /// head: tenant ids only (the fan-out's one query over tenants). A
+    /// tenant whose endpoints are all disabled is fanned out too (to none
+    /// of them), so an endpoint enabled again gets the events from then on,
+    /// as every other endpoint does.
     pub async fn lagging_tenants(storage: &Storage) -> Result<Vec<String>, WebhookError> {
-        const SQL: &str = "SELECT h.tenant_id FROM ledger_heads h \
+        // Driven by the endpoints: with none (most ledgers) it reads nothing
+        // of the heads, however many tenants there are.
+        const SQL: &str = "SELECT DISTINCT e.tenant_id FROM webhook_endpoints e \
+             JOIN ledger_heads h ON h.tenant_id = e.tenant_id \
              LEFT JOIN projector_checkpoints c \
-               ON c.tenant_id = h.tenant_id AND c.projector = 'webhooks' \
-             WHERE h.seq > COALESCE(c.seq, 0) AND EXISTS ( \
-               SELECT 1 FROM webhook_endpoints e WHERE e.tenant_id = h.tenant_id AND e.enabled) \
-             ORDER BY h.tenant_id";
+               ON c.tenant_id = e.tenant_id AND c.projector = 'webhooks' \
+             WHERE h.seq > COALESCE(c.seq, 0) \
+             ORDER BY e.tenant_id";
         Ok(on_pool!(storage, pool => sqlx::query_scalar(SQL).fetch_all(pool).await?))
     }
 }

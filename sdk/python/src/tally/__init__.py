@@ -50,7 +50,9 @@ from .intents import (
     Refund,
     Release,
     Reversal,
+    UNSET,
     Timestamp,
+    Unset,
     UsageDebit,
 )
 from .models import (
@@ -74,6 +76,12 @@ from .models import (
     Statement,
     Usage,
     UsagePeriod,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEndpointWithSecret,
+    WebhookReplay,
     parse_timestamp,
 )
 from .models import Hold as HoldState
@@ -83,6 +91,7 @@ from .webhooks import WebhookVerificationError, sign_webhook, verify_webhook
 
 __all__ = [
     "OPERATIONS",
+    "UNSET",
     "Account",
     "AccountSettings",
     "Adjustment",
@@ -142,10 +151,17 @@ __all__ = [
     "Unauthenticated",
     "UnitMismatch",
     "Unavailable",
+    "Unset",
     "UnsupportedMediaType",
     "Usage",
     "UsageDebit",
     "UsagePeriod",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookDeliveryPage",
+    "WebhookEndpoint",
+    "WebhookEndpointWithSecret",
+    "WebhookReplay",
     "WebhookVerificationError",
     "__version__",
     "parse_timestamp",

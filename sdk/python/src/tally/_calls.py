@@ -3,7 +3,7 @@ the reading of its answer. ``Client`` and ``AsyncClient`` only run them."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _json as j
 from ._wire import Answer, Call, QueryValue, segment, target
@@ -19,6 +19,7 @@ from .intents import (
     Release,
     Reversal,
     Timestamp,
+    Unset,
     UsageDebit,
     batch_item,
 )
@@ -35,6 +36,11 @@ from .models import (
     Posted,
     Statement,
     Usage,
+    WebhookDelivery,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEndpointWithSecret,
+    WebhookReplay,
 )
 from .models import (
     Hold as HoldView,
@@ -282,3 +288,119 @@ def get_metrics() -> Call[str]:
         return answer.content.decode("utf-8")
 
     return Call("GET", "/metrics", decode, accept="text/plain")
+
+
+# --- webhooks (scope admin) ----------------------------------------------------
+
+
+def _event_types(event_types: Sequence[str]) -> List[str]:
+    if isinstance(event_types, str):
+        raise TypeError('event_types is a list of event types, e.g. ["entry.posted"]')
+    types = list(event_types)
+    if not types or not all(isinstance(t, str) for t in types):
+        raise ValueError("event_types must hold at least one event type (a str)")
+    return types
+
+
+def _endpoint_path(endpoint_id: str) -> str:
+    return f"/v1/webhook-endpoints/{segment(endpoint_id, 'endpoint_id')}"
+
+
+def post_webhook_endpoint(
+    url: str, event_types: Sequence[str], description: Optional[str]
+) -> Call[WebhookEndpointWithSecret]:
+    body: Dict[str, Any] = {"url": url, "event_types": _event_types(event_types)}
+    if description is not None:
+        body["description"] = description
+    return Call(
+        "POST",
+        "/v1/webhook-endpoints",
+        _json_model(WebhookEndpointWithSecret.from_json),
+        body=j.dumps(body),
+    )
+
+
+def list_webhook_endpoints() -> Call[List[WebhookEndpoint]]:
+    def decode(answer: Answer) -> List[WebhookEndpoint]:
+        o = j.obj(j.loads(answer.content), "webhook endpoint list")
+        return [WebhookEndpoint.from_json(e) for e in j.objects(o, "endpoints")]
+
+    return Call("GET", "/v1/webhook-endpoints", decode)
+
+
+def get_webhook_endpoint(endpoint_id: str) -> Call[WebhookEndpoint]:
+    return Call("GET", _endpoint_path(endpoint_id), _json_model(WebhookEndpoint.from_json))
+
+
+def patch_webhook_endpoint(
+    endpoint_id: str,
+    *,
+    url: Optional[str],
+    event_types: Optional[Sequence[str]],
+    description: Union[str, None, Unset],
+    enabled: Optional[bool],
+) -> Call[WebhookEndpoint]:
+    body: Dict[str, Any] = {}
+    if url is not None:
+        body["url"] = url
+    if event_types is not None:
+        body["event_types"] = _event_types(event_types)
+    if not isinstance(description, Unset):
+        body["description"] = description
+    if enabled is not None:
+        if not isinstance(enabled, bool):
+            raise TypeError("enabled must be a bool")
+        body["enabled"] = enabled
+    if not body:
+        raise ValueError("nothing to change: give url, event_types, description or enabled")
+    return Call(
+        "PATCH",
+        _endpoint_path(endpoint_id),
+        _json_model(WebhookEndpoint.from_json),
+        body=j.dumps(body),
+    )
+
+
+def delete_webhook_endpoint(endpoint_id: str) -> Call[None]:
+    def decode(answer: Answer) -> None:
+        return None
+
+    return Call("DELETE", _endpoint_path(endpoint_id), decode)
+
+
+def rotate_webhook_secret(endpoint_id: str) -> Call[WebhookEndpointWithSecret]:
+    return Call(
+        "POST",
+        f"{_endpoint_path(endpoint_id)}/rotate-secret",
+        _json_model(WebhookEndpointWithSecret.from_json),
+    )
+
+
+def list_webhook_deliveries(
+    endpoint_id: str, *, status: Optional[str], after: Optional[str], limit: Optional[int]
+) -> Call[WebhookDeliveryPage]:
+    query: List[Tuple[str, QueryValue]] = [("status", status), ("after", after), ("limit", limit)]
+    return Call(
+        "GET",
+        target(f"{_endpoint_path(endpoint_id)}/deliveries", query),
+        _json_model(WebhookDeliveryPage.from_json),
+    )
+
+
+def retry_webhook_delivery(delivery_id: str) -> Call[WebhookDelivery]:
+    return Call(
+        "POST",
+        f"/v1/webhook-deliveries/{segment(delivery_id, 'delivery_id')}/retry",
+        _json_model(WebhookDelivery.from_json),
+    )
+
+
+def replay_webhook_events(endpoint_id: str, from_seq: int) -> Call[WebhookReplay]:
+    if isinstance(from_seq, bool) or not isinstance(from_seq, int):
+        raise TypeError(f"from_seq must be an int, not {type(from_seq).__name__}")
+    return Call(
+        "POST",
+        f"{_endpoint_path(endpoint_id)}/replay",
+        _json_model(WebhookReplay.from_json),
+        body=j.dumps({"from_seq": from_seq}),
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import date
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, TypeVar, Union
 
 import httpx
 
@@ -33,7 +33,9 @@ from .intents import (
     Refund,
     Release,
     Reversal,
+    UNSET,
     Timestamp,
+    Unset,
     UsageDebit,
 )
 from .models import (
@@ -48,6 +50,11 @@ from .models import (
     Posted,
     Statement,
     Usage,
+    WebhookDelivery,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEndpointWithSecret,
+    WebhookReplay,
 )
 from .models import Hold as HoldView
 from .retry import RetryPolicy
@@ -362,6 +369,86 @@ class Client:
         """``GET /v1/audit/head`` (scope ``audit``): the head, signed if the
         server has a signing key."""
         return self.run(_calls.get_audit_head())
+
+    # --- webhooks (scope admin) -----------------------------------------------------
+
+    def post_webhook_endpoint(
+        self, url: str, event_types: Sequence[str], *, description: Optional[str] = None
+    ) -> WebhookEndpointWithSecret:
+        """``POST /v1/webhook-endpoints``: events of the tenant's entries
+        committed from now on are signed and sent to ``url``. The answer holds
+        the signing ``secret``, shown only here. An endpoint has no upstream
+        ID: if an attempt's answer is lost and the call is retried (connection
+        error, timeout, 5xx), a second endpoint may be made; check
+        ``list_webhook_endpoints()`` after a ``RetriesExhausted``, or use a
+        ``RetryPolicy(max_attempts=1)`` client to never retry."""
+        return self.run(_calls.post_webhook_endpoint(url, event_types, description))
+
+    def list_webhook_endpoints(self) -> List[WebhookEndpoint]:
+        """``GET /v1/webhook-endpoints``: every endpoint of the tenant, oldest
+        first, without secrets."""
+        return self.run(_calls.list_webhook_endpoints())
+
+    def get_webhook_endpoint(self, endpoint_id: str) -> WebhookEndpoint:
+        """``GET /v1/webhook-endpoints/{id}``: the endpoint, without its secret."""
+        return self.run(_calls.get_webhook_endpoint(endpoint_id))
+
+    def patch_webhook_endpoint(
+        self,
+        endpoint_id: str,
+        *,
+        url: Optional[str] = None,
+        event_types: Optional[Sequence[str]] = None,
+        description: Union[str, None, Unset] = UNSET,
+        enabled: Optional[bool] = None,
+    ) -> WebhookEndpoint:
+        """``PATCH /v1/webhook-endpoints/{id}``: changes what is given
+        (``description=None`` clears it; ``enabled=False`` holds deliveries
+        back, ``True`` sends them again); nothing given raises ``ValueError``
+        before sending. The same change again is harmless, so retrying is."""
+        return self.run(
+            _calls.patch_webhook_endpoint(
+                endpoint_id, url=url, event_types=event_types, description=description,
+                enabled=enabled,
+            )  # fmt: skip
+        )
+
+    def delete_webhook_endpoint(self, endpoint_id: str) -> None:
+        """``DELETE /v1/webhook-endpoints/{id}``: the endpoint and its
+        deliveries are gone. A retry after a lost answer raises ``NotFound``."""
+        return self.run(_calls.delete_webhook_endpoint(endpoint_id))
+
+    def rotate_webhook_secret(self, endpoint_id: str) -> WebhookEndpointWithSecret:
+        """``POST /v1/webhook-endpoints/{id}/rotate-secret``: a new secret;
+        the previous one also signs until ``previous_secret_expires_at``. A
+        retry after a lost answer rotates again."""
+        return self.run(_calls.rotate_webhook_secret(endpoint_id))
+
+    def list_webhook_deliveries(
+        self,
+        endpoint_id: str,
+        *,
+        status: Optional[str] = None,
+        after: Optional[str] = None,
+        limit: Optional[int] = None,
+    ) -> WebhookDeliveryPage:
+        """``GET /v1/webhook-endpoints/{id}/deliveries``: one page, newest
+        first (``status``: ``pending``, ``delivered`` or ``failed``; ``limit``
+        1 to 100); pass ``next_after`` as ``after`` for the next."""
+        return self.run(
+            _calls.list_webhook_deliveries(endpoint_id, status=status, after=after, limit=limit)
+        )
+
+    def retry_webhook_delivery(self, delivery_id: str) -> WebhookDelivery:
+        """``POST /v1/webhook-deliveries/{id}/retry``: the delivery is pending
+        again, due now, with the same event id."""
+        return self.run(_calls.retry_webhook_delivery(delivery_id))
+
+    def replay_webhook_events(self, endpoint_id: str, from_seq: int) -> WebhookReplay:
+        """``POST /v1/webhook-endpoints/{id}/replay``: the endpoint's events of
+        the entries from ``from_seq`` on are sent again with their original
+        ids, at most 10,000 entries per call: go on from ``next_from_seq``."""
+        return self.run(_calls.replay_webhook_events(endpoint_id, from_seq))
 
     # --- operations -------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from enum import Enum
 from typing import Any, ClassVar, Dict, Mapping, Optional, Union
 
 from .models import OverdraftLimit
@@ -30,10 +31,25 @@ __all__ = [
     "Release",
     "Reversal",
     "Timestamp",
+    "UNSET",
+    "Unset",
     "UsageDebit",
     "decimal_text",
     "timestamp_text",
 ]
+
+class Unset(Enum):
+    """The type of ``UNSET``: an argument left out, where ``None`` means
+    something (``patch_webhook_endpoint(description=None)`` clears it)."""
+
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = Unset.UNSET
+"""The default of arguments whose ``None`` is a value to send."""
 
 Amount = Union[Decimal, int]
 """An exact amount or quantity: ``Decimal`` (or ``int``), never ``float``."""

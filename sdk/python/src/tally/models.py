@@ -44,6 +44,12 @@ __all__ = [
     "Statement",
     "Usage",
     "UsagePeriod",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookDeliveryPage",
+    "WebhookEndpoint",
+    "WebhookEndpointWithSecret",
+    "WebhookReplay",
     "parse_timestamp",
 ]
 
@@ -586,4 +592,167 @@ class Health:
             status=j.string(o, "status"),
             engine=j.string(o, "engine"),
             schema_version=j.opt_integer(o, "schema_version"),
+        )
+
+
+@dataclass(frozen=True)
+class WebhookEndpoint:
+    """A webhook endpoint (scope ``admin``), without its secret.
+    ``disabled_reason`` is ``"gone"`` (the receiver answered 410) or
+    ``"disabled"`` (a PATCH), ``None`` while enabled; events of entries after
+    ``after_seq`` (the tenant's head when it was made) are sent."""
+
+    id: str
+    url: str
+    event_types: List[str]
+    description: Optional[str]
+    enabled: bool
+    disabled_reason: Optional[str]
+    after_seq: int
+    created_at: str
+    updated_at: str
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, value: Any) -> WebhookEndpoint:
+        o = j.obj(value, "webhook endpoint")
+        return cls(
+            id=j.string(o, "id"),
+            url=j.string(o, "url"),
+            event_types=j.strings(o, "event_types"),
+            description=j.opt_string(o, "description"),
+            enabled=j.boolean(o, "enabled"),
+            disabled_reason=j.opt_string(o, "disabled_reason"),
+            after_seq=j.integer(o, "after_seq"),
+            created_at=j.string(o, "created_at"),
+            updated_at=j.string(o, "updated_at"),
+            raw=o,
+        )
+
+
+@dataclass(frozen=True)
+class WebhookEndpointWithSecret:
+    """An endpoint with its signing ``secret`` (``whsec_…``), which the
+    server shows only when the endpoint is made or its secret rotated.
+    After a rotation the previous secret also signs until
+    ``previous_secret_expires_at``. The secret is left out of ``repr``."""
+
+    endpoint: WebhookEndpoint
+    secret: str = field(repr=False)
+    previous_secret_expires_at: Optional[str]
+
+    @property
+    def id(self) -> str:
+        return self.endpoint.id
+
+    @classmethod
+    def from_json(cls, value: Any) -> WebhookEndpointWithSecret:
+        o = j.obj(value, "webhook endpoint")
+        return cls(
+            endpoint=WebhookEndpoint.from_json(o),
+            secret=j.string(o, "secret"),
+            previous_secret_expires_at=j.opt_string(o, "previous_secret_expires_at"),
+        )
+
+
+@dataclass(frozen=True)
+class WebhookAttempt:
+    """One attempt of a delivery: ``outcome`` is ``delivered`` (2xx),
+    ``http_status`` (another answer), ``timeout``, ``connection`` (no
+    answer) or ``gone`` (410: the endpoint was disabled)."""
+
+    attempt: int
+    attempted_at: str
+    outcome: str
+    http_status: Optional[int]
+    error: Optional[str]
+    duration_ms: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> WebhookAttempt:
+        o = j.obj(value, "webhook attempt")
+        return cls(
+            attempt=j.integer(o, "attempt"),
+            attempted_at=j.string(o, "attempted_at"),
+            outcome=j.string(o, "outcome"),
+            http_status=j.opt_integer(o, "http_status"),
+            error=j.opt_string(o, "error"),
+            duration_ms=j.integer(o, "duration_ms"),
+        )
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    """One event for one endpoint, with every attempt so far; ``status`` is
+    ``pending``, ``delivered`` or ``failed``. ``event`` is the event exactly
+    as sent (its JSON body, numbers with a fraction as ``Decimal``, amounts
+    as the decimal strings of the body); ``event_id`` is its
+    ``webhook-id``, the same on every attempt, retry and replay."""
+
+    id: str
+    endpoint_id: str
+    event_id: str
+    event_type: str
+    seq: int
+    status: str
+    next_attempt_at: Optional[str]
+    scheduled_at: str
+    attempts: List[WebhookAttempt]
+    event: Dict[str, Any] = field(repr=False)
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, value: Any) -> WebhookDelivery:
+        o = j.obj(value, "webhook delivery")
+        return cls(
+            id=j.string(o, "id"),
+            endpoint_id=j.string(o, "endpoint_id"),
+            event_id=j.string(o, "event_id"),
+            event_type=j.string(o, "event_type"),
+            seq=j.integer(o, "seq"),
+            status=j.string(o, "status"),
+            next_attempt_at=j.opt_string(o, "next_attempt_at"),
+            scheduled_at=j.string(o, "scheduled_at"),
+            attempts=[WebhookAttempt.from_json(a) for a in j.objects(o, "attempts")],
+            event=dict(j.obj(o.get("event"), "event")),
+            raw=o,
+        )
+
+
+@dataclass(frozen=True)
+class WebhookDeliveryPage:
+    """One page of an endpoint's deliveries, newest first; pass
+    ``next_after`` as ``after`` until it is ``None``."""
+
+    deliveries: List[WebhookDelivery]
+    next_after: Optional[str]
+
+    @classmethod
+    def from_json(cls, value: Any) -> WebhookDeliveryPage:
+        o = j.obj(value, "webhook delivery page")
+        return cls(
+            deliveries=[WebhookDelivery.from_json(d) for d in j.objects(o, "deliveries")],
+            next_after=j.opt_string(o, "next_after"),
+        )
+
+
+@dataclass(frozen=True)
+class WebhookReplay:
+    """What ``POST /v1/webhook-endpoints/{id}/replay`` scheduled: the
+    entries ``from_seq`` to ``to_seq`` were read (at most 10,000); go on from
+    ``next_from_seq`` until it is ``None`` (the head was reached)."""
+
+    scheduled: int
+    from_seq: int
+    to_seq: int
+    next_from_seq: Optional[int]
+
+    @classmethod
+    def from_json(cls, value: Any) -> WebhookReplay:
+        o = j.obj(value, "webhook replay")
+        return cls(
+            scheduled=j.integer(o, "scheduled"),
+            from_seq=j.integer(o, "from_seq"),
+            to_seq=j.integer(o, "to_seq"),
+            next_from_seq=j.opt_integer(o, "next_from_seq"),
         )

@@ -667,6 +667,148 @@ export interface UsagePeriod {
   entries: number;
 }
 
+/** One attempt of a delivery. */
+export interface WebhookAttempt {
+  /** 1 for the first. */
+  attempt: number;
+  attempted_at: string;
+  /**
+   * `delivered` (2xx), `http_status` (any other answer), `timeout`,
+   * `connection` (no answer) or `gone` (410: the endpoint was disabled).
+   */
+  outcome: string;
+  http_status: number | null;
+  error: string | null;
+  duration_ms: number;
+}
+
+/** One event for one endpoint, with every attempt so far. */
+export interface WebhookDelivery {
+  /** `wd_` and 32 hex digits. */
+  id: string;
+  endpoint_id: string;
+  /** The event's id: `webhook-id`, the same on every attempt. */
+  event_id: string;
+  event_type: WebhookEventType;
+  /** The `seq` of the entry the event is about. */
+  seq: number;
+  status: WebhookDeliveryStatus;
+  /** When the next attempt is due (pending deliveries). */
+  next_attempt_at: string | null;
+  /**
+   * When the fan-out, a retry or a replay last scheduled it; it is
+   * given up after the maximum age from then.
+   */
+  scheduled_at: string;
+  attempts: WebhookAttempt[];
+  /** The event, exactly as sent (its body parsed). */
+  event: {
+    [key: string]: unknown;
+  };
+}
+
+/** `GET /v1/webhook-endpoints/{id}/deliveries`: newest first. */
+export interface WebhookDeliveryPage {
+  deliveries: WebhookDelivery[];
+  /** Pass as `after` for the next page; null on the last. */
+  next_after: string | null;
+}
+
+/** A delivery's status. */
+export type WebhookDeliveryStatus = "pending" | "delivered" | "failed";
+
+/**
+ * A webhook endpoint. Its secret is shown only when it is made
+ * (`POST /v1/webhook-endpoints`) or rotated.
+ */
+export interface WebhookEndpoint {
+  /** `we_` and 32 hex digits. */
+  id: string;
+  url: string;
+  event_types: WebhookEventType[];
+  description: string | null;
+  enabled: boolean;
+  /**
+   * `gone` (the receiver answered 410) or `disabled` (a PATCH); null
+   * while enabled.
+   */
+  disabled_reason: string | null;
+  /**
+   * Events of entries after this `seq` are sent (the tenant's head
+   * when the endpoint was made).
+   */
+  after_seq: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/**
+ * `PATCH /v1/webhook-endpoints/{id}` (scope `admin`): what is given
+ * changes; at least one field.
+ */
+export interface WebhookEndpointChangeRequest {
+  url?: string | null;
+  event_types?: WebhookEventType[] | null;
+  /** `null` clears it. */
+  description?: string | null;
+  /** `false` stops deliveries (they wait); `true` sends them again. */
+  enabled?: boolean | null;
+}
+
+/** `GET /v1/webhook-endpoints`. */
+export interface WebhookEndpointList {
+  /** Every endpoint of the tenant (at most 16), oldest first. */
+  endpoints: WebhookEndpoint[];
+}
+
+/** `POST /v1/webhook-endpoints` (scope `admin`). */
+export interface WebhookEndpointRequest {
+  /**
+   * `https://` (`http://` only with the server's
+   * `--webhook-allow-insecure`); never a loopback, private, link-local or
+   * metadata address. At most 2,048 bytes.
+   */
+  url: string;
+  /** The events sent to it; at least one, no repeats. */
+  event_types: WebhookEventType[];
+  /** Free text for people, ≤ 500 bytes. */
+  description?: string | null;
+}
+
+/** An endpoint with its signing secret: shown once. */
+export type WebhookEndpointWithSecret = WebhookEndpoint & {
+  /**
+   * `whsec_` and the base64 of 32 random bytes: the HMAC-SHA256 key of
+   * `webhook-signature` (docs/events.md). Not shown again.
+   */
+  secret: string;
+  /** After a rotation: until when the previous secret signs too. */
+  previous_secret_expires_at: string | null;
+};
+
+/** An event type an endpoint subscribes to. */
+export type WebhookEventType = "entry.posted" | "entry.rejected" | "hold.expired" | "balance.low";
+
+/** `POST /v1/webhook-endpoints/{id}/replay`. */
+export interface WebhookReplay {
+  /** Deliveries scheduled (made, or pending again). */
+  scheduled: number;
+  from_seq: number;
+  /** The last `seq` read. */
+  to_seq: number;
+  /**
+   * A replay reads at most 10,000 entries: where the next one starts,
+   * null when this one reached the head.
+   */
+  next_from_seq: number | null;
+}
+
+/** `POST /v1/webhook-endpoints/{id}/replay` (scope `admin`). */
+export interface WebhookReplayRequest {
+  /** The first `seq` whose events are sent again (≥ 1). */
+  from_seq: number;
+}
+
 /** Every component schema by name (what `OPERATIONS` names in `requestBody` and `responses`). */
 export interface Schemas {
   Account: Account;
@@ -710,6 +852,18 @@ export interface Schemas {
   Usage: Usage;
   UsageDebitRequest: UsageDebitRequest;
   UsagePeriod: UsagePeriod;
+  WebhookAttempt: WebhookAttempt;
+  WebhookDelivery: WebhookDelivery;
+  WebhookDeliveryPage: WebhookDeliveryPage;
+  WebhookDeliveryStatus: WebhookDeliveryStatus;
+  WebhookEndpoint: WebhookEndpoint;
+  WebhookEndpointChangeRequest: WebhookEndpointChangeRequest;
+  WebhookEndpointList: WebhookEndpointList;
+  WebhookEndpointRequest: WebhookEndpointRequest;
+  WebhookEndpointWithSecret: WebhookEndpointWithSecret;
+  WebhookEventType: WebhookEventType;
+  WebhookReplay: WebhookReplay;
+  WebhookReplayRequest: WebhookReplayRequest;
 }
 
 /** Every problem `code` the server documents. */
@@ -796,6 +950,19 @@ export interface ListEntriesQuery {
    * ends before the server's request timeout.
    */
   wait_ms?: number;
+}
+
+/** The query parameters of `listWebhookDeliveries` (GET /v1/webhook-endpoints/{id}/deliveries). */
+export interface ListWebhookDeliveriesQuery {
+  /** Only deliveries in this status. */
+  status?: WebhookDeliveryStatus;
+  /**
+   * Deliveries older than this one (pass the previous page's
+   * `next_after`): newest first.
+   */
+  after?: string;
+  /** Page size, 1–100; default 20. */
+  limit?: number;
 }
 
 /** Every operation of the document, by operationId. */
@@ -1049,6 +1216,96 @@ export const OPERATIONS = {
     scopes: ["post"],
     requestBody: "UsageDebitRequest",
     responses: {"200":{"contentTypes":["application/json"],"schema":"Entry"},"201":{"contentTypes":["application/json"],"schema":"Entry"}},
+  },
+  /** Send a delivery again */
+  retryWebhookDelivery: {
+    method: "POST",
+    path: "/v1/webhook-deliveries/{id}/retry",
+    pathParams: ["id"],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: null,
+    responses: {"202":{"contentTypes":["application/json"],"schema":"WebhookDelivery"}},
+  },
+  /** List webhook endpoints */
+  listWebhookEndpoints: {
+    method: "GET",
+    path: "/v1/webhook-endpoints",
+    pathParams: [],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"WebhookEndpointList"}},
+  },
+  /** Create a webhook endpoint */
+  postWebhookEndpoint: {
+    method: "POST",
+    path: "/v1/webhook-endpoints",
+    pathParams: [],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: "WebhookEndpointRequest",
+    responses: {"201":{"contentTypes":["application/json"],"schema":"WebhookEndpointWithSecret"}},
+  },
+  /** Read a webhook endpoint */
+  getWebhookEndpoint: {
+    method: "GET",
+    path: "/v1/webhook-endpoints/{id}",
+    pathParams: ["id"],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"WebhookEndpoint"}},
+  },
+  /** Delete a webhook endpoint */
+  deleteWebhookEndpoint: {
+    method: "DELETE",
+    path: "/v1/webhook-endpoints/{id}",
+    pathParams: ["id"],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: null,
+    responses: {"204":{"contentTypes":[],"schema":null}},
+  },
+  /** Change a webhook endpoint */
+  patchWebhookEndpoint: {
+    method: "PATCH",
+    path: "/v1/webhook-endpoints/{id}",
+    pathParams: ["id"],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: "WebhookEndpointChangeRequest",
+    responses: {"200":{"contentTypes":["application/json"],"schema":"WebhookEndpoint"}},
+  },
+  /** List an endpoint's deliveries */
+  listWebhookDeliveries: {
+    method: "GET",
+    path: "/v1/webhook-endpoints/{id}/deliveries",
+    pathParams: ["id"],
+    queryParams: ["status","after","limit"],
+    scopes: ["admin"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"WebhookDeliveryPage"}},
+  },
+  /** Send an endpoint's events again from a seq */
+  replayWebhookEvents: {
+    method: "POST",
+    path: "/v1/webhook-endpoints/{id}/replay",
+    pathParams: ["id"],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: "WebhookReplayRequest",
+    responses: {"202":{"contentTypes":["application/json"],"schema":"WebhookReplay"}},
+  },
+  /** Rotate a webhook endpoint's secret */
+  rotateWebhookSecret: {
+    method: "POST",
+    path: "/v1/webhook-endpoints/{id}/rotate-secret",
+    pathParams: ["id"],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"WebhookEndpointWithSecret"}},
   },
 } as const;
 

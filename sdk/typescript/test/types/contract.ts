@@ -31,6 +31,9 @@ assertType<Equals<Parameters<TallyClient["postReversal"]>[0], RequestOf<"postRev
 assertType<Equals<Parameters<TallyClient["postAdjustment"]>[0], RequestOf<"postAdjustment">>>();
 assertType<Equals<Parameters<TallyClient["putAccount"]>[1], RequestOf<"putAccount">>>();
 assertType<Equals<readonly BatchOperation[], Parameters<TallyClient["postBatch"]>[0]>>();
+assertType<Equals<Parameters<TallyClient["postWebhookEndpoint"]>[0], RequestOf<"postWebhookEndpoint">>>();
+assertType<Equals<Parameters<TallyClient["patchWebhookEndpoint"]>[1], RequestOf<"patchWebhookEndpoint">>>();
+assertType<Equals<Parameters<TallyClient["replayWebhookEvents"]>[1], RequestOf<"replayWebhookEvents">>>();
 assertType<Equals<RequestOf<"postBatch">, Schemas["BatchRequest"]>>();
 
 // Answers are the document's response schemas.
@@ -45,6 +48,15 @@ assertType<Equals<Awaited<ReturnType<TallyClient["getUsage"]>>, OkOf<"getUsage">
 assertType<Equals<Awaited<ReturnType<TallyClient["getStatement"]>>, OkOf<"getStatement">>>();
 assertType<Equals<Awaited<ReturnType<TallyClient["getAuditHead"]>>, OkOf<"getAuditHead">>>();
 assertType<Equals<Awaited<ReturnType<TallyClient["getHealthz"]>>, OkOf<"getHealthz">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["listWebhookEndpoints"]>>, OkOf<"listWebhookEndpoints">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getWebhookEndpoint"]>>, OkOf<"getWebhookEndpoint">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["patchWebhookEndpoint"]>>, OkOf<"patchWebhookEndpoint">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["rotateWebhookSecret"]>>, OkOf<"rotateWebhookSecret">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["listWebhookDeliveries"]>>, OkOf<"listWebhookDeliveries">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["postWebhookEndpoint"]>>, Schemas["WebhookEndpointWithSecret"]>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["retryWebhookDelivery"]>>, Schemas["WebhookDelivery"]>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["replayWebhookEvents"]>>, Schemas["WebhookReplay"]>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["deleteWebhookEndpoint"]>>, void>>();
 
 // Money and quantities are strings, in requests and answers.
 assertType<Equals<Entry["amount"], string>>();
@@ -63,6 +75,8 @@ export async function compileOnly(): Promise<void> {
   await client.postRefund({ refund_id: "r", payment_id: "p", amount: "1", amout: "1" });
   // @ts-expect-error a batch operation needs its type
   await client.postBatch([{ usage_record_id: "ur_1", account: "cust", amount: "1", unit: "USD" }]);
+  // @ts-expect-error an endpoint subscribes to documented event types only
+  await client.postWebhookEndpoint({ url: "https://hooks.example.com/x", event_types: ["entry.created"] });
   // @ts-expect-error a statement needs its period
   await client.getStatement("cust", {});
 }
