@@ -26,6 +26,7 @@ engine_tests!(
     balance_low_fires_once_per_crossing_under_concurrent_debits,
     endpoints_are_managed_and_private_addresses_refused,
     a_rotated_secret_signs_beside_the_new_one_and_410_disables,
+    retry_after_is_a_floor_and_a_delivery_is_given_up_at_its_maximum_age,
 );
 
 /// A server whose schedule runs in milliseconds, receivers on loopback.
@@ -600,4 +601,77 @@ async fn a_rotated_secret_signs_beside_the_new_one_and_410_disables(engine: Engi
                 && r.len() >= 5
         })
         .await;
+}
+
+async fn retry_after_is_a_floor_and_a_delivery_is_given_up_at_its_maximum_age(engine: Engine) {
+    let ledger = Ledger::new(engine).await;
+    let key = ledger.key("acme", "post,read,admin").await;
+    let receiver = Receiver::start().await;
+    // 503 with Retry-After: 2 to the first attempt, then 200. The backoff
+    // alone (50 ms base, 400 ms cap) would try again far sooner.
+    receiver.answer(|_, attempt| {
+        if attempt == 1 {
+            (StatusCode::SERVICE_UNAVAILABLE, Some(2))
+        } else {
+            (StatusCode::OK, None)
+        }
+    });
+    let mut env = FAST.to_vec();
+    env.push(("TALLY_WEBHOOK_RETRY_MAX_MS", "5000"));
+    env.push(("TALLY_WEBHOOK_MAX_AGE_S", "3"));
+    let server = Server::start_with_env(&ledger.database_url, &[], &env).await;
+    let created = endpoint(&server, &key, &receiver.url(), &["entry.posted"], &receiver).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        server
+            .post("/v1/usage-debits", &key, &debit("ra1", "c", "1"))
+            .await
+            .status,
+        201
+    );
+    receiver
+        .wait_for(Duration::from_secs(30), "the second attempt", |r| {
+            r.len() >= 2
+        })
+        .await;
+    let got = receiver.received();
+    let waited = got[1].timestamp - got[0].timestamp;
+    assert!(
+        waited >= 2,
+        "the retry came {waited} s after a Retry-After of 2 s"
+    );
+
+    // A receiver that always fails: given up once the maximum age (3 s)
+    // has passed, status failed, counted.
+    receiver.answer(|_, _| (StatusCode::INTERNAL_SERVER_ERROR, None));
+    assert_eq!(
+        server
+            .post("/v1/usage-debits", &key, &debit("ra2", "c", "1"))
+            .await
+            .status,
+        201
+    );
+    let path = format!("/v1/webhook-endpoints/{id}/deliveries?status=failed");
+    let mut failed = Vec::new();
+    for _ in 0..150 {
+        failed = server.get(&path, &key).await.json()["deliveries"]
+            .as_array()
+            .unwrap()
+            .clone();
+        if !failed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(failed.len(), 1, "not given up");
+    let attempts = failed[0]["attempts"].as_array().unwrap();
+    assert!(attempts.len() >= 2, "{attempts:?}");
+    assert!(attempts.iter().all(|a| a["http_status"] == 500));
+    assert_eq!(failed[0]["next_attempt_at"], Value::Null);
+    let metrics = server.get("/metrics", "").await;
+    let text = String::from_utf8_lossy(&metrics.body).to_string();
+    assert!(
+        text.contains("tally_webhook_deliveries_given_up_total 1"),
+        "{text}"
+    );
 }
