@@ -39,6 +39,7 @@ pub use fold::{
 };
 
 use crate::balances::read::{pick_row, BalanceView};
+pub use walk::account_fold_until;
 use walk::fold_range;
 
 fn in_the_future(field: &str, t: DateTime<Utc>, now: DateTime<Utc>) -> Option<LedgerError> {
@@ -215,29 +216,4 @@ pub async fn read_statement_limited(
         entries: entries.iter().map(StoredEntry::view).collect(),
         as_of_seq: closing.last_seq,
     })
-}
-
-/// `account`'s fold in `unit` over its entries with `seq <= until_seq`,
-/// and the amounts of the holds it looked up: where a reader that goes on
-/// folding entry by entry starts (the `balance.low` alerts of webhooks).
-pub async fn account_fold_until(
-    storage: &Storage,
-    tenant: &str,
-    account: &str,
-    unit: &str,
-    until_seq: i64,
-) -> Result<(AccountFold, HashMap<String, rust_decimal::Decimal>), LedgerError> {
-    let range = AccountRange {
-        account,
-        unit,
-        after_seq: 0,
-        until_seq,
-        from: None,
-        to: None,
-        limit: LOG_PAGE,
-    };
-    let mut fold = AccountFold::new(account, unit);
-    let mut holds = HashMap::new();
-    fold_range(storage, tenant, range, &mut fold, &mut holds, None, 0).await?;
-    Ok((fold, holds))
 }

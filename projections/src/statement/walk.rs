@@ -73,11 +73,25 @@ pub(crate) async fn fold_until_seq(
     unit: &str,
     as_of_seq: i64,
 ) -> Result<WideBalance, LedgerError> {
+    let (fold, _) = account_fold_until(storage, tenant, account, unit, as_of_seq).await?;
+    Ok(fold.balance())
+}
+
+/// `account`'s fold in `unit` over its entries with `seq <= until_seq`,
+/// and the amounts of the holds it looked up: where a reader that goes on
+/// folding entry by entry starts (the `balance.low` alerts of webhooks).
+pub async fn account_fold_until(
+    storage: &Storage,
+    tenant: &str,
+    account: &str,
+    unit: &str,
+    until_seq: i64,
+) -> Result<(AccountFold, HashMap<String, Decimal>), LedgerError> {
     let range = AccountRange {
         account,
         unit,
         after_seq: 0,
-        until_seq: as_of_seq,
+        until_seq,
         from: None,
         to: None,
         limit: LOG_PAGE,
@@ -85,5 +99,5 @@ pub(crate) async fn fold_until_seq(
     let mut fold = AccountFold::new(account, unit);
     let mut holds = HashMap::new();
     fold_range(storage, tenant, range, &mut fold, &mut holds, None, 0).await?;
-    Ok(fold.balance())
+    Ok((fold, holds))
 }

@@ -149,6 +149,26 @@ const INSERT: &str = "INSERT INTO webhook_deliveries (tenant_id, id, endpoint_id
     event_type, seq, payload, status, attempts, next_attempt_at, scheduled_at, updated_at) \
     VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8, $8)";
 
+/// Runs `$sql` ([`INSERT`] and its conflict clause) for each delivery, on
+/// the write transaction's connection of either engine.
+macro_rules! insert_each {
+    ($tx:ident, $sql:expr, $tenant:expr, $deliveries:expr, $now:expr) => {
+        for d in $deliveries {
+            sqlx::query($sql)
+                .bind($tenant)
+                .bind(new_id("wd"))
+                .bind(d.endpoint_id)
+                .bind(&d.event.id)
+                .bind(d.event.event_type.as_str())
+                .bind(d.event.seq)
+                .bind(&d.event.body)
+                .bind($now)
+                .execute(&mut *$tx)
+                .await?;
+        }
+    };
+}
+
 /// The fan-out's write: `deliveries` and the tenant's checkpoint moved
 /// from `from` to `to`, in one transaction. `false` (nothing written) if
 /// the checkpoint is no longer `from`: another process fanned these
@@ -175,19 +195,7 @@ pub async fn fan_out(
                 .execute(&mut *tx).await?.rows_affected() == 1;
         }
         if moved {
-            for d in deliveries {
-                sqlx::query(&insert)
-                    .bind(tenant)
-                    .bind(new_id("wd"))
-                    .bind(d.endpoint_id)
-                    .bind(&d.event.id)
-                    .bind(d.event.event_type.as_str())
-                    .bind(d.event.seq)
-                    .bind(&d.event.body)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            insert_each!(tx, &insert, tenant, deliveries, now);
         }
         moved
     });
@@ -208,19 +216,7 @@ pub async fn schedule_again(
     );
     let now = now_micros();
     in_write!(storage, tx => {
-        for d in deliveries {
-            sqlx::query(&upsert)
-                .bind(tenant)
-                .bind(new_id("wd"))
-                .bind(d.endpoint_id)
-                .bind(&d.event.id)
-                .bind(d.event.event_type.as_str())
-                .bind(d.event.seq)
-                .bind(&d.event.body)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
+        insert_each!(tx, &upsert, tenant, deliveries, now);
     });
     Ok(deliveries.len())
 }
