@@ -27,7 +27,8 @@ pub use batch::{BatchOperation, BatchRequest};
 pub use holds::{CaptureRequest, HoldRequest, ReleaseRequest};
 pub use intents::{PaymentRequest, UsageDebitRequest};
 pub use queries::{
-    BalanceQuery, EntriesQuery, ExportQuery, StatementQuery, UsageQuery, WebhookDeliveriesQuery,
+    AccountsQuery, BalanceQuery, EntriesQuery, ExportQuery, StatementQuery, UsageQuery,
+    WebhookDeliveriesQuery,
 };
 pub use raw::{field_names, read, Raw};
 pub use rules::{AdjustmentRequest, Direction, RefundRequest, ReversalRequest};

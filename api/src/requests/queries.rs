@@ -34,6 +34,12 @@ pub struct EntriesQuery {
     /// ends before the server's request timeout.
     #[param(minimum = 0, maximum = 30000, example = 10000)]
     wait_ms: Option<i64>,
+    /// Only posted, or only rejected (stored rejections), entries.
+    status: Option<crate::views::EntryStatus>,
+    /// Only the entries keyed by this upstream ID (`usage_record_id`,
+    /// `payment_id`, …; one per kind at most).
+    #[param(example = "ur_123")]
+    upstream_id: Option<String>,
 }
 
 /// Query of `GET /v1/accounts/{account}/balance`.
@@ -100,6 +106,21 @@ pub struct ExportQuery {
     /// Last seq exported (default: the head when the request starts).
     #[param(minimum = 0, example = 100)]
     to_seq: Option<i64>,
+}
+
+/// Query of `GET /v1/accounts`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AccountsQuery {
+    /// Accounts whose id contains this text (ASCII letters in any case).
+    #[param(example = "cust")]
+    q: Option<String>,
+    /// Accounts after this id (pass the previous page's `next_after`).
+    #[param(example = "cust_41")]
+    after: Option<String>,
+    /// Page size, 1–1,000; default 100.
+    #[param(minimum = 1, maximum = 1000, example = 100)]
+    limit: Option<i64>,
 }
 
 /// Query of `GET /v1/webhook-endpoints/{id}/deliveries`.

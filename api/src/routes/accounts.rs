@@ -4,25 +4,29 @@
 //! write nothing; different ones append an `account_settings` entry, so the
 //! log alone explains every later decision.
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use tally_ledger::amount::canonical;
 use tally_ledger::decide::Decision;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::check_any_account;
 use tally_ledger::state::{AccountSettings, Overdraft, StateKey, StateValue};
+use tally_ledger::store::AccountFilter;
 use tally_ledger::LedgerError;
 use tally_projections::balances::read_balance;
 
 use super::answer;
 use super::path::PathText;
+use super::query::QueryParams;
+use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
 use crate::problem::ApiError;
-use crate::requests::{self, AccountSettingsRequest};
+use crate::requests::{self, AccountSettingsRequest, AccountsQuery};
 use crate::state::AppState;
-use crate::views::{AccountView, Problem};
+use crate::views::{AccountPage, AccountSummary, AccountView, Problem};
 
 #[utoipa::path(
     put,
@@ -132,4 +136,64 @@ async fn account_view(
         settings_entry_id: (version > 0).then_some(entry_id),
         balance: balance.into(),
     })
+}
+
+/// Largest page of `GET /v1/accounts`.
+const MAX_ACCOUNTS_PAGE: i64 = 1_000;
+
+#[utoipa::path(
+    get,
+    path = "/v1/accounts",
+    tag = "accounts",
+    operation_id = "listAccounts",
+    summary = "List accounts",
+    description = "The tenant's customer accounts that have entries, in account order (bytes), \
+        each with its balance now; `q` keeps those whose id contains it. Pass `next_after` as \
+        `after` until it is null. System accounts (`@…`) are read one by one.",
+    params(AccountsQuery),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "A page.", body = AccountPage),
+        (status = 422, description = text::INVALID_QUERY, body = Problem, content_type = "application/problem+json"),
+    ),
+)]
+pub async fn list_accounts(
+    State(app): State<AppState>,
+    caller: Caller,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<AccountPage>, ApiError> {
+    caller.require(Scope::Read)?;
+    let mut q = QueryParams::documented::<AccountsQuery>(raw.as_deref())?;
+    let contains = q.name("q", check_any_account);
+    let after = q.name("after", check_any_account);
+    let limit = q.int("limit", 1, MAX_ACCOUNTS_PAGE).unwrap_or(100);
+    q.finish()?;
+    let filter = AccountFilter {
+        after,
+        contains,
+        limit,
+    };
+    let rows = app
+        .writers
+        .storage()
+        .list_accounts(caller.tenant(), &filter)
+        .await?;
+    let next_after = (rows.len() as i64 == limit)
+        .then(|| rows.last().map(|r| r.account.clone()))
+        .flatten();
+    Ok(Json(AccountPage {
+        accounts: rows
+            .iter()
+            .map(|r| AccountSummary {
+                account: r.account.clone(),
+                unit: r.unit.clone(),
+                debits: canonical(r.balance.debits),
+                credits: canonical(r.balance.credits),
+                posted: canonical(r.balance.posted()),
+                held: canonical(r.balance.held),
+                available: canonical(r.balance.available()),
+            })
+            .collect(),
+        next_after,
+    }))
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use axum::extract::{RawQuery, State};
 use axum::Json;
-use tally_ledger::entry::{EntryView, StoredEntry};
+use tally_ledger::entry::{EntryStatus, EntryView, StoredEntry};
 use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_upstream_id};
@@ -147,8 +147,25 @@ pub async fn list_entries(
     let from = q.timestamp("from");
     let to = q.timestamp("to");
     let wait_ms = q.int("wait_ms", 0, MAX_WAIT_MS).unwrap_or(0);
+    let status = match q.text("status") {
+        None => None,
+        Some(s) => {
+            let parsed = EntryStatus::parse(&s);
+            if parsed.is_none() {
+                q.error("status", "must be posted or rejected");
+            }
+            parsed
+        }
+    };
+    let upstream_id = q.name("upstream_id", check_upstream_id);
     q.finish()?;
-    let filter = if account.is_none() && kind.is_none() && from.is_none() && to.is_none() {
+    let unfiltered = account.is_none()
+        && kind.is_none()
+        && from.is_none()
+        && to.is_none()
+        && status.is_none()
+        && upstream_id.is_none();
+    let filter = if unfiltered {
         EntryFilter::log_page(after_seq, limit)
     } else {
         EntryFilter {
@@ -159,6 +176,8 @@ pub async fn list_entries(
             from,
             to,
             upto_seq: None,
+            status,
+            upstream_id,
         }
     };
     let storage = app.writers.storage();

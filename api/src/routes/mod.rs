@@ -5,6 +5,7 @@
 pub mod accounts;
 mod answer;
 pub mod audit;
+pub mod audit_verify;
 pub mod balances;
 pub mod batch;
 pub mod entries;

@@ -34,3 +34,36 @@ pub struct AccountView {
     pub settings_entry_id: Option<String>,
     pub balance: Balance,
 }
+
+/// One account of `GET /v1/accounts`: its balance now.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "account": "cust_42", "unit": "USD", "debits": "0.0125", "credits": "10",
+    "posted": "9.9875", "held": "2", "available": "7.9875"
+}))]
+pub struct AccountSummary {
+    pub account: String,
+    pub unit: String,
+    #[schema(format = "decimal")]
+    pub debits: String,
+    #[schema(format = "decimal")]
+    pub credits: String,
+    /// `credits − debits`.
+    #[schema(format = "decimal")]
+    pub posted: String,
+    /// Reserved by open holds.
+    #[schema(format = "decimal")]
+    pub held: String,
+    /// `posted − held`.
+    #[schema(format = "decimal")]
+    pub available: String,
+}
+
+/// `GET /v1/accounts`: a page of accounts in account order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AccountPage {
+    pub accounts: Vec<AccountSummary>,
+    /// Pass as `after` for the next page; null on the last.
+    #[schema(required = true)]
+    pub next_after: Option<String>,
+}

@@ -58,3 +58,58 @@ pub struct HeadView {
     #[schema(value_type = Option<String>, nullable = false)]
     pub notice: Option<&'static str>,
 }
+
+/// A log position and its chain hash.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HeadSummary {
+    pub seq: i64,
+    /// Hex.
+    pub hash: String,
+}
+
+/// One thing `POST /v1/audit/verify` found wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VerificationProblem {
+    /// The first entry found broken, when the problem is in the log.
+    #[schema(required = true)]
+    pub seq: Option<i64>,
+    pub problem: String,
+}
+
+impl From<&tally_ledger::verify::Broken> for VerificationProblem {
+    fn from(b: &tally_ledger::verify::Broken) -> Self {
+        Self {
+            seq: b.seq,
+            problem: b.problem.clone(),
+        }
+    }
+}
+
+/// `POST /v1/audit/verify`: what was checked and what was found.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "tenant": "acme", "status": "verified", "checked_entries": 17,
+    "head": {"seq": 17, "hash": "9f2c…"}, "balances": 4, "records": 2, "usage_rows": 3,
+    "problems": [], "elapsed_ms": 12, "budget_ms": 25000
+}))]
+pub struct AuditVerification {
+    pub tenant: String,
+    /// `verified`: every check held. `broken`: `problems` lists what was
+    /// found (a problem in the log is reported alone). `incomplete`: the
+    /// time budget ran out after `checked_entries`; run `tally verify`.
+    pub status: String,
+    /// Entries whose chain, fingerprint and `balance_after` were checked.
+    pub checked_entries: i64,
+    /// The verified head (null unless the log held together).
+    #[schema(required = true)]
+    pub head: Option<HeadSummary>,
+    /// Stored balances equal to the fold of the log.
+    pub balances: usize,
+    /// Rule-state records equal to the fold of the log.
+    pub records: usize,
+    /// Usage summary rows equal to the fold of the log.
+    pub usage_rows: usize,
+    pub problems: Vec<VerificationProblem>,
+    pub elapsed_ms: u64,
+    pub budget_ms: u64,
+}

@@ -16,8 +16,8 @@ mod statement;
 mod usage;
 mod webhooks;
 
-pub use accounts::AccountView;
-pub use audit::{HeadView, Signature};
+pub use accounts::{AccountPage, AccountSummary, AccountView};
+pub use audit::{AuditVerification, HeadSummary, HeadView, Signature, VerificationProblem};
 pub use balance::Balance;
 pub use batch::{BatchItem, BatchResults};
 pub use entries::EntryPage;

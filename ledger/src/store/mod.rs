@@ -7,6 +7,7 @@
 //! module calls, so both engines run the very same decision code
 //! and the store never sees a decision.
 
+mod accounts;
 #[cfg(test)]
 mod durability_tests;
 mod engine_group;
@@ -24,6 +25,7 @@ mod sqlite;
 mod storage;
 mod transaction;
 
+pub use accounts::{AccountFilter, AccountRow};
 pub use log::{EngineRef, LockedConnection, TenantLock};
 pub use postgres::PostgresStore;
 pub(crate) use read_ahead::ReadAhead;

@@ -25,6 +25,10 @@ pub struct EntryFilter {
     /// `seq <= upto_seq`. Walks of the whole log set it to
     /// `after_seq + limit` (see [`EntryFilter::log_page`]).
     pub upto_seq: Option<i64>,
+    /// Only posted, or only rejected, entries.
+    pub status: Option<crate::entry::EntryStatus>,
+    /// Only entries keyed by this upstream ID (one per kind at most).
+    pub upstream_id: Option<String>,
 }
 
 impl EntryFilter {

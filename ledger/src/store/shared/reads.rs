@@ -86,6 +86,23 @@ macro_rules! engine_reads {
             if let Some(kind) = f.kind {
                 q.push(" AND kind = ").push_bind(kind.as_str());
             }
+            if let Some(status) = f.status {
+                q.push(" AND status = ").push_bind(status.as_str());
+            }
+            if let Some(upstream_id) = &f.upstream_id {
+                // With every kind named, the unique key (tenant, kind,
+                // upstream_id) finds it in one probe per kind instead of a
+                // walk of the whole log.
+                if f.kind.is_none() {
+                    q.push(" AND kind IN (");
+                    let mut kinds = q.separated(", ");
+                    for k in $crate::intent::EntryKind::ALL {
+                        kinds.push_bind(k.as_str());
+                    }
+                    q.push(")");
+                }
+                q.push(" AND upstream_id = ").push_bind(upstream_id);
+            }
             if let Some(from) = f.from {
                 q.push(" AND recorded_at >= ").push_bind($time(from));
             }
