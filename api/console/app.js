@@ -95,6 +95,7 @@ function append(el, children) {
 }
 
 function clear(el) { while (el.firstChild) el.firstChild.remove(); return el; }
+function fill(el, ...children) { return append(clear(el), children); }
 
 function announce(text) {
   const a = document.getElementById('announcer');
@@ -127,7 +128,8 @@ function textInput(name, value, attrs = {}) {
 
 function select(name, options, value) {
   const el = h('select', { name });
-  for (const [v, label] of options) el.append(h('option', { value: v }, label));
+  const all = value && !options.some(([v]) => v === value) ? [...options, [value, value]] : options;
+  for (const [v, label] of all) el.append(h('option', { value: v }, label));
   el.value = value ?? '';
   return el;
 }
@@ -253,7 +255,7 @@ function errorMessage(err, what) {
 
 function showError(container, err, what) {
   const m = errorMessage(err, what);
-  if (m) clear(container).append(m);
+  if (m) fill(container, m);
 }
 
 const enc = encodeURIComponent;
@@ -510,7 +512,7 @@ function showErrorKeepHeading(section, err, what) {
   const m = errorMessage(err, what);
   if (!m) return;
   const heading = section.querySelector('h2');
-  clear(section).append(heading, m);
+  fill(section, heading, m);
 }
 
 function balanceTable(caption, b, unit) {
@@ -521,14 +523,14 @@ function balanceTable(caption, b, unit) {
 
 function renderBalanceNow(section, a) {
   const heading = section.querySelector('h2');
-  clear(section).append(heading,
+  fill(section, heading,
     balanceTable(`Balance of ${a.account} as of seq ${a.balance.as_of_seq}`, a.balance, a.unit),
     h('p', { class: 'hint' }, 'Posted = credits \u2212 debits; available = posted \u2212 held.'));
 }
 
 function renderAsOf(section, account, p, signal) {
   const form = h('form', { class: 'inline', 'aria-label': 'Balance at a time' },
-    field('As of (UTC, RFC 3339)', textInput('as_of', p.as_of, { class: 'mono-input wide', placeholder: '2026-11-30T23:59:59Z', 'aria-describedby': 'asof-hint' })),
+    field('As of (UTC, RFC 3339)', textInput('as_of', p.as_of, { class: 'mono-input wide', placeholder: 'e.g. 2026-11-30T23:59:59Z', 'aria-describedby': 'asof-hint' })),
     h('button', { type: 'submit' }, 'Show balance'));
   form.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -540,7 +542,7 @@ function renderAsOf(section, account, p, signal) {
   if (!p.as_of) return;
   out.append(h('p', { class: 'muted' }, 'Loading…'));
   api(`/v1/accounts/${enc(account)}/balance${qs({ as_of: p.as_of })}`, { signal })
-    .then((b) => clear(out).append(balanceTable(`Balance as of ${p.as_of} (seq ${b.as_of_seq})`, b, b.unit)),
+    .then((b) => fill(out, balanceTable(`Balance as of ${p.as_of} (seq ${b.as_of_seq})`, b, b.unit)),
       (e) => showError(out, e, 'the balance at that time'));
 }
 
@@ -647,7 +649,7 @@ function statementEntriesTable(st, rows) {
   const wrap = h('div');
   const draw = (all) => {
     const shown = all ? rows : rows.slice(0, LIMIT);
-    clear(wrap).append(table({
+    fill(wrap, table({
       caption: `Entries in the period (${rows.length})`,
       hint: 'Posted change is the change of the posted balance the entry made (credits positive). Rejected entries move nothing.',
       columns: [{ label: 'Seq', num: true }, { label: 'Recorded (UTC)' }, { label: 'Kind' }, { label: 'Status' },
@@ -752,7 +754,8 @@ function renderUsage(out, u) {
 // A bar chart per meter: values printed on each bar, so no colour is needed.
 function usageChart(g, granularity, index) {
   const rows = [...g.rows].sort((a, b) => (a.period < b.period ? -1 : 1));
-  const barW = 46; const gap = 14; const top = 24; const plotH = 140; const left = 8; const bottom = 34;
+  const longest = Math.max(...rows.map((r) => Math.max(r.amount.length, `${r.quantity} qty`.length, r.period.length)));
+  const barW = Math.max(46, Math.ceil(longest * 6.4)); const gap = 12; const top = 24; const plotH = 140; const left = 8; const bottom = 34;
   const width = Math.max(220, left * 2 + rows.length * (barW + gap));
   const height = top + plotH + bottom;
   // Geometry only: floats never reach a displayed figure.
@@ -781,7 +784,7 @@ function usageChart(g, granularity, index) {
 
 async function renderSettings(section, a, signal) {
   const heading = section.querySelector('h2');
-  clear(section).append(heading, kvList([
+  fill(section, heading, kvList([
     ['Unit', a.unit],
     ['Overdraft', overdraftText(a.overdraft)],
     ['Low-balance alert', a.alerts?.low_balance != null ? money(String(a.alerts.low_balance), a.unit, { signed: true }) : 'none'],
@@ -793,7 +796,7 @@ async function renderSettings(section, a, signal) {
   section.append(h('h3', {}, 'History'), out);
   try {
     const entries = await collectEntries({ account: a.account, kind: 'account_settings' }, signal, 10);
-    clear(out).append(table({
+    fill(out, table({
       caption: `Settings history of ${a.account}`,
       columns: [{ label: 'Version' }, { label: 'Recorded (UTC)' }, { label: 'Overdraft' }, { label: 'Low-balance alert' }, { label: 'Metadata' }, { label: 'Entry' }],
       rows: entries.length ? entries.slice().reverse().map((e) => h('tr', {},
@@ -840,8 +843,8 @@ views.entries = async (main, p, signal) => {
     field('Kind', select('kind', [['', 'Any kind'], ...KINDS.map((k) => [k, k])], p.kind)),
     field('Status', select('status', [['', 'Any status'], ['posted', 'posted'], ['rejected', 'rejected']], p.status)),
     field('Account', textInput('account', p.account, { class: 'mono-input' })),
-    field('Recorded from (UTC)', textInput('from', p.from, { class: 'mono-input', placeholder: '2026-11-01T00:00:00Z' })),
-    field('Recorded before (UTC)', textInput('to', p.to, { class: 'mono-input', placeholder: '2026-12-01T00:00:00Z' })),
+    field('Recorded from (UTC)', textInput('from', p.from, { class: 'mono-input', placeholder: 'e.g. 2026-11-01T00:00:00Z' })),
+    field('Recorded before (UTC)', textInput('to', p.to, { class: 'mono-input', placeholder: 'e.g. 2026-12-01T00:00:00Z' })),
     field('Upstream ID', textInput('upstream_id', p.upstream_id, { class: 'mono-input' })),
     field('Page size', select('limit', [['50', '50'], ['100', '100'], ['500', '500'], ['1000', '1000']], p.limit || '100')),
     h('button', { type: 'submit' }, 'Apply filters'),
@@ -854,7 +857,7 @@ views.entries = async (main, p, signal) => {
   try {
     page = await api(`/v1/entries${qs({ ...filters, limit: p.limit || 100, after_seq: p.after_seq })}`, { signal });
   } catch (e) { showError(out, e, 'entries'); return; }
-  clear(out).append(table({
+  fill(out, table({
     caption: 'Entries',
     hint: `${page.entries.length} on this page, in seq order${p.after_seq ? ` after seq ${p.after_seq}` : ''}.`,
     columns: [{ label: 'Seq', num: true }, { label: 'Recorded (UTC)' }, { label: 'Kind' }, { label: 'Status' }, { label: 'Account' },
@@ -935,7 +938,7 @@ async function renderChain(section, e, signal) {
     h('h3', {}, title),
     x ? [h('p', {}, entryLink(x.id, `seq ${x.seq}: ${x.kind}`)), kvList([['hash', h('span', { class: 'hash' }, x.hash)], ...extra])]
       : h('p', { class: 'muted' }, title.startsWith('Previous') ? 'None: this is the first entry (prev_hash is 64 zeros).' : 'None yet: this is the head.'));
-  clear(section).append(heading, h('div', { class: 'chain' },
+  fill(section, heading, h('div', { class: 'chain' },
     box('Previous entry', prev, prev ? [['this entry\u2019s prev_hash', linkOk(prev.hash === e.prev_hash)]] : []),
     box('This entry', e, [['prev_hash', h('span', { class: 'hash' }, e.prev_hash)]], 'current'),
     box('Next entry', next, next ? [['its prev_hash', linkOk(next.prev_hash === e.hash)]] : [])));
@@ -964,7 +967,7 @@ async function renderRelated(section, e, signal) {
       if (refunds.length) {
         append(li, ['Refunded by: ', refunds.map((r, i) => [i ? ', ' : '', entryLink(r.id), ' (', money(r.amount, r.unit), r.status === 'rejected' ? ', rejected' : '', ')'])]);
       } else li.append('Not refunded.');
-    } catch (err) { const m = errorMessage(err, 'the refunds'); if (m) clear(li).append(m); }
+    } catch (err) { const m = errorMessage(err, 'the refunds'); if (m) fill(li, m); }
   }
   if (!list.children.length) section.append(h('p', { class: 'muted' }, 'Nothing reversed, refunded or reverses this entry.'));
 }
@@ -1001,7 +1004,7 @@ function lacksAuditMessage() {
 function renderHead(section, hv) {
   const heading = section.querySelector('h2');
   const sig = hv.signature;
-  clear(section).append(heading, kvList([
+  fill(section, heading, kvList([
     ['Tenant', hv.tenant],
     ['Seq', h('span', { class: 'mono', id: 'head-seq' }, String(hv.seq))],
     ['Hash', h('span', { class: 'hash' }, hv.hash)],
@@ -1030,17 +1033,17 @@ function verifySection() {
     run.disabled = true; cancel.disabled = false;
     const progress = h('p', { class: 'progress', role: 'status' }, 'Verifying… 0 s');
     const tick = setInterval(() => { progress.textContent = `Verifying… ${Math.round((performance.now() - started) / 1000)} s`; }, 1000);
-    clear(out).append(progress);
+    fill(out, progress);
     try {
       const report = await api('/v1/audit/verify', { method: 'POST', signal: ctl.signal });
       renderVerifyReport(out, report);
       announce(`Verification ${report.status}.`);
     } catch (err) {
       if (err?.name === 'AbortError') {
-        clear(out).append(message('warn', h('p', {}, timedOut ? `Verification stopped: no answer within ${VERIFY_TIMEOUT_MS / 1000} s.` : 'Verification cancelled.')));
+        fill(out, message('warn', h('p', {}, timedOut ? `Verification stopped: no answer within ${VERIFY_TIMEOUT_MS / 1000} s.` : 'Verification cancelled.')));
       } else {
         const m = errorMessage(err, 'the verification');
-        if (m) clear(out).append(m);
+        if (m) fill(out, m);
       }
     } finally {
       clearTimeout(timer); clearInterval(tick);
@@ -1055,7 +1058,7 @@ function verifySection() {
 }
 
 function renderVerifyReport(out, r) {
-  clear(out).append(
+  fill(out, 
     h('p', {}, 'Result: ', h('span', { class: `badge ${r.status}`, id: 'verify-status' }, r.status)),
     kvList([
       ['Tenant', r.tenant],
@@ -1088,7 +1091,7 @@ function exportSection(hv) {
 
 async function runExport(format, fromSeq, toSeq, status) {
   const progress = h('p', { class: 'progress', role: 'status' }, 'Starting the export…');
-  clear(status).append(progress);
+  fill(status, progress);
   try {
     const res = await apiFetch(`/v1/audit/export${qs({ format, from_seq: fromSeq, to_seq: toSeq })}`);
     const reader = res.body.getReader();
@@ -1106,7 +1109,7 @@ async function runExport(format, fromSeq, toSeq, status) {
     progress.textContent = `Saved ${name} (${bytes.toLocaleString()} bytes).`;
   } catch (err) {
     const m = errorMessage(err, 'the export');
-    if (m) clear(status).append(m);
+    if (m) fill(status, m);
   }
 }
 

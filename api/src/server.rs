@@ -68,6 +68,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(crate::openapi::get_openapi))
         .routes(routes!(crate::openapi::get_docs))
         .routes(routes!(crate::openapi::get_docs_asset))
+        .routes(routes!(crate::routes::console::get_console))
+        .routes(routes!(crate::routes::console::get_console_path))
 }
 
 /// The document the server serves at `/openapi.json`, as `tally openapi`

@@ -249,6 +249,26 @@ describe('finance console (acceptance flow)', () => {
     assert.equal(jsonl.text.split('\n').filter((l) => l.includes('"record":"entry"')).length, head.seq);
   });
 
+  it('cancels a verification that takes long', async () => {
+    await page.goto(`${tally.base}/console/audit`);
+    const held = async (route) => {
+      await new Promise((r) => setTimeout(r, 5000));
+      await route.continue().catch(() => {});
+    };
+    await page.route('**/v1/audit/verify', held);
+    try {
+      await page.getByRole('button', { name: 'Verify the chain on the server' }).click();
+      await page.getByText(/Verifying…/).waitFor();
+      const cancel = page.getByRole('button', { name: 'Cancel verification' });
+      assert.ok(await cancel.isEnabled());
+      await cancel.click();
+      await page.getByText('Verification cancelled.').waitFor();
+      assert.ok(await page.getByRole('button', { name: 'Verify the chain on the server' }).isEnabled());
+    } finally {
+      await page.unroute('**/v1/audit/verify', held);
+    }
+  });
+
   it('runs a verification of the chain on the server', async () => {
     await page.goto(`${tally.base}/console/audit`);
     await page.getByRole('button', { name: 'Verify the chain on the server' }).click();

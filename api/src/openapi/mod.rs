@@ -60,9 +60,11 @@ const PROBLEM_JSON: &str = "application/problem+json";
         (name = "accounts", description = "Account settings, balances, usage summaries, statements."),
         (name = "holds", description = "Reserve, capture, release."),
         (name = "rules", description = "Refunds, reversals, adjustments (docs/ledger-rules.md)."),
-        (name = "audit", description = "Exports of the log and the signed chain head (docs/audit.md)."),
+        (name = "audit", description = "Exports of the log, the signed chain head, a verification run by the server (docs/audit.md)."),
+        (name = "webhooks", description = "Signed webhooks: endpoints, deliveries, retries and replays (docs/events.md)."),
         (name = "operations", description = "Liveness, readiness, metrics. No authentication."),
         (name = "reference", description = "This document and its browsable form. No authentication."),
+        (name = "console", description = "The finance console in the browser (docs/console.md). No authentication: it signs in with an API key."),
     )
 )]
 pub struct ApiDoc;

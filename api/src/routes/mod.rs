@@ -7,6 +7,7 @@ mod answer;
 pub mod audit;
 pub mod audit_verify;
 pub mod balances;
+pub mod console;
 pub mod batch;
 pub mod entries;
 pub mod health;

@@ -28,7 +28,7 @@ def openapi(client: Any) -> Dict[str, Any]:
 def documented_operations(doc: Dict[str, Any]) -> Dict[Tuple[str, str], str]:
     out: Dict[Tuple[str, str], str] = {}
     for path, item in doc["paths"].items():
-        if path.startswith("/docs"):
+        if path.startswith(("/docs", "/console")):
             continue
         for method, op in item.items():
             if method in HTTP_METHODS:

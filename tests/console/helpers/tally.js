@@ -33,7 +33,7 @@ function createKey(dbUrl, scopes) {
 }
 
 /**
- * Resolves to { base, apiBase, viaProxy, keys: { admin, read }, logs(), stop() }.
+ * Resolves to { base, apiBase, viaProxy, keys: { admin, read, post }, logs(), stop() }.
  * `base` is the origin the browser uses (tally itself, or the dev proxy).
  */
 export async function startTally() {
@@ -45,6 +45,7 @@ export async function startTally() {
   const keys = {
     admin: createKey(db.url, 'post,read,audit,admin'),
     read: createKey(db.url, 'read'),
+    post: createKey(db.url, 'post'),
   };
   const child = spawn(TALLY_BIN, ['serve', '--database-url', db.url, '--listen', '127.0.0.1:0', '--signing-key-file', seedFile], {
     stdio: ['ignore', 'pipe', 'pipe'],
