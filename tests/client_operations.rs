@@ -12,11 +12,11 @@ use chrono::Utc;
 use common::{Engine, Ledger};
 use rust_decimal::Decimal;
 use tally_client::{
-    AccountSettings, Adjustment, BalanceQuery, Capture, Client, ClientError, Direction, Entry,
-    EntryKind, EntryQuery, EntryStatus, ExportFormat, ExportQuery, Granularity, Hold, HoldStatus,
-    Operation, Overdraft, Payment, Refund, Release, RetryPolicy, Reversal, StatementQuery,
-    UsageDebit, UsageQuery, WebhookDeliveryQuery, WebhookDeliveryStatus, WebhookEndpointChange,
-    WebhookEndpointRequest, WebhookEventType,
+    AccountQuery, AccountSettings, Adjustment, BalanceQuery, Capture, Client, ClientError,
+    Direction, Entry, EntryKind, EntryQuery, EntryStatus, ExportFormat, ExportQuery, Granularity,
+    Hold, HoldStatus, Operation, Overdraft, Payment, Refund, Release, RetryPolicy, Reversal,
+    StatementQuery, UsageDebit, UsageQuery, VerificationStatus, WebhookDeliveryQuery,
+    WebhookDeliveryStatus, WebhookEndpointChange, WebhookEndpointRequest, WebhookEventType,
 };
 
 engine_tests!(
@@ -244,6 +244,73 @@ async fn every_operation_once(engine: Engine) {
     assert_eq!(statement.closing_balance.posted, dec("7"));
     assert_eq!(statement.opening_balance.posted, dec("0"));
 
+    // Accounts: listed in order with their balances now; search and pages.
+    let listed = client
+        .list_accounts(&AccountQuery::default())
+        .await
+        .unwrap();
+    let names: Vec<&str> = listed.accounts.iter().map(|a| a.account.as_str()).collect();
+    assert_eq!(names, ["cust", "cust2"]);
+    assert_eq!(listed.next_after, None);
+    for a in &listed.accounts {
+        let b = client.balance(&a.account).await.unwrap();
+        assert_eq!(
+            (&a.unit, a.debits, a.credits, a.posted, a.held, a.available),
+            (&b.unit, b.debits, b.credits, b.posted, b.held, b.available)
+        );
+    }
+    let found = client
+        .list_accounts(&AccountQuery {
+            q: Some("ST2".into()),
+            ..AccountQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(found.accounts, listed.accounts[1..]);
+    let mut paged = Vec::new();
+    let mut query = AccountQuery {
+        limit: Some(1),
+        ..AccountQuery::default()
+    };
+    loop {
+        let page = client.list_accounts(&query).await.unwrap();
+        assert!(page.accounts.len() <= 1);
+        paged.extend(page.accounts);
+        match page.next_after {
+            Some(after) => query.after = Some(after),
+            None => break,
+        }
+    }
+    assert_eq!(paged, listed.accounts);
+
+    // Entries by upstream ID and by status.
+    let by_id = client
+        .list_entries(&EntryQuery {
+            upstream_id: Some("ur_1".into()),
+            ..EntryQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_id.entries.len(), 1);
+    assert_eq!(by_id.entries[0].id, debit.id);
+    let posted = client
+        .list_entries(&EntryQuery {
+            status: Some(EntryStatus::Posted),
+            limit: Some(1000),
+            ..EntryQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(posted.entries, entries);
+    let rejected = client
+        .list_entries(&EntryQuery {
+            status: Some(EntryStatus::Rejected),
+            ..EntryQuery::default()
+        })
+        .await
+        .unwrap();
+    assert!(rejected.entries.is_empty());
+
     // Usage summaries are a projection that catches up.
     let waited = Instant::now();
     let usage = loop {
@@ -298,6 +365,22 @@ async fn every_operation_once(engine: Engine) {
         ),
         ("acme", head.seq, head.hash.as_str())
     );
+    let verified = client.post_audit_verify().await.unwrap();
+    assert_eq!(
+        verified.status,
+        VerificationStatus::Verified,
+        "{verified:?}"
+    );
+    assert_eq!(
+        (verified.tenant.as_str(), verified.checked_entries),
+        ("acme", head.seq)
+    );
+    let verified_head = verified.head.unwrap();
+    assert_eq!(
+        (verified_head.seq, verified_head.hash.as_str()),
+        (head.seq, head.hash.as_str())
+    );
+    assert!(verified.problems.is_empty());
 
     // Webhooks (admin): an https:// URL of a public name is accepted without
     // --webhook-allow-insecure; it is only contacted later.

@@ -26,17 +26,19 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 pub use error::ClientError;
 pub use model::{
-    Account, AccountSettings, Adjustment, Alerts, AuditHead, Balance, BalanceFigures, BatchResult,
-    Capture, Direction, Entry, EntryKind, EntryPage, EntryStatus, Granularity, Health, Hold,
-    HoldInfo, HoldStatus, Metadata, Movements, Operation, Overdraft, Payment, Posted, Refund,
-    Rejection, Release, Reversal, Signature, Statement, Usage, UsageDebit, UsagePeriod,
+    Account, AccountPage, AccountSettings, AccountSummary, Adjustment, Alerts, AuditHead,
+    AuditVerification, Balance, BalanceFigures, BatchResult, Capture, Direction, Entry, EntryKind,
+    EntryPage, EntryStatus, Granularity, HeadSummary, Health, Hold, HoldInfo, HoldStatus, Metadata,
+    Movements, Operation, Overdraft, Payment, Posted, Refund, Rejection, Release, Reversal,
+    Signature, Statement, Usage, UsageDebit, UsagePeriod, VerificationProblem, VerificationStatus,
     WebhookAttempt, WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryStatus, WebhookEndpoint,
     WebhookEndpointChange, WebhookEndpointRequest, WebhookEndpointWithSecret, WebhookEventType,
     WebhookReplay,
 };
+pub use ops::VERIFY_TIMEOUT;
 pub use problem::{FieldError, Problem};
 pub use query::{
-    BalanceQuery, EntryQuery, ExportFormat, ExportQuery, StatementQuery, UsageQuery,
+    AccountQuery, BalanceQuery, EntryQuery, ExportFormat, ExportQuery, StatementQuery, UsageQuery,
     WebhookDeliveryQuery,
 };
 pub use retry::{Classification, RetryPolicy};

@@ -6,16 +6,21 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::model::{
-    Account, AccountSettings, Adjustment, AuditHead, Balance, BatchResult, BatchResults, Capture,
-    Entry, EntryPage, Health, Hold, HoldInfo, Operation, Payment, Posted, Refund, Release,
-    Reversal, Statement, Usage, UsageDebit, WebhookDelivery, WebhookDeliveryPage, WebhookEndpoint,
-    WebhookEndpointChange, WebhookEndpointList, WebhookEndpointRequest, WebhookEndpointWithSecret,
-    WebhookReplay, WebhookReplayRequest,
+    Account, AccountPage, AccountSettings, Adjustment, AuditHead, AuditVerification, Balance,
+    BatchResult, BatchResults, Capture, Entry, EntryPage, Health, Hold, HoldInfo, Operation,
+    Payment, Posted, Refund, Release, Reversal, Statement, Usage, UsageDebit, WebhookDelivery,
+    WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointChange, WebhookEndpointList,
+    WebhookEndpointRequest, WebhookEndpointWithSecret, WebhookReplay, WebhookReplayRequest,
 };
 use crate::query::{
-    encode, BalanceQuery, EntryQuery, ExportQuery, StatementQuery, UsageQuery, WebhookDeliveryQuery,
+    encode, AccountQuery, BalanceQuery, EntryQuery, ExportQuery, StatementQuery, UsageQuery,
+    WebhookDeliveryQuery,
 };
 use crate::{Answer, Client, ClientError, Method};
+
+/// The least time one attempt of [`Client::post_audit_verify`] may take
+/// (the server's budget is 25 s).
+pub const VERIFY_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn decode<T: DeserializeOwned>(answer: &Answer) -> Result<T, ClientError> {
     serde_json::from_slice(&answer.body).map_err(|e| ClientError::Decode(e.to_string()))
@@ -114,6 +119,14 @@ impl Client {
         decode(&answer)
     }
 
+    /// One page of `GET /v1/accounts`: the tenant's customer accounts that
+    /// have entries, in account order (bytes), each with its balance now;
+    /// follow `next_after` (as `after`) for the next page.
+    pub async fn list_accounts(&self, query: &AccountQuery) -> Result<AccountPage, ClientError> {
+        self.get_json(&format!("/v1/accounts{}", query.to_query()))
+            .await
+    }
+
     /// One page of `GET /v1/entries`; follow `next_after_seq` for the next.
     /// With `wait_ms` (a long poll) each attempt's timeout is extended by it.
     pub async fn list_entries(&self, query: &EntryQuery) -> Result<EntryPage, ClientError> {
@@ -192,6 +205,19 @@ impl Client {
     /// server has a key.
     pub async fn get_audit_head(&self) -> Result<AuditHead, ClientError> {
         self.get_json("/v1/audit/head").await
+    }
+
+    /// `POST /v1/audit/verify` (scope `audit`): the server checks the
+    /// tenant's ledger now (chain, fingerprints, balances, rule state, usage
+    /// summaries). It can take up to ~25 s on a big ledger, so each attempt
+    /// may last at least [`VERIFY_TIMEOUT`] (or the policy's request timeout
+    /// if larger). It only reads, so it is retried like every call.
+    pub async fn post_audit_verify(&self) -> Result<AuditVerification, ClientError> {
+        let extra = VERIFY_TIMEOUT.saturating_sub(self.policy().request_timeout);
+        let answer = self
+            .send_waiting(Method::Post, "/v1/audit/verify", None, extra)
+            .await?;
+        decode(&answer)
     }
 
     /// `GET /healthz`: the process is up and the database answers.

@@ -3,7 +3,7 @@
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::model::wire::time;
-use crate::model::{EntryKind, Granularity, WebhookDeliveryStatus};
+use crate::model::{EntryKind, EntryStatus, Granularity, WebhookDeliveryStatus};
 
 /// Builds `a=1&b=2`, percent-encoding every value.
 #[derive(Default)]
@@ -45,6 +45,11 @@ pub struct EntryQuery {
     /// answers as soon as one is committed, or with an empty page after the
     /// wait. The attempt's timeout is extended by it.
     pub wait_ms: Option<u32>,
+    /// Only posted, or only rejected (stored rejections), entries.
+    pub status: Option<EntryStatus>,
+    /// Only the entries keyed by this upstream ID (`usage_record_id`,
+    /// `payment_id`, …; one per kind at most).
+    pub upstream_id: Option<String>,
 }
 
 impl EntryQuery {
@@ -56,6 +61,30 @@ impl EntryQuery {
             .put("from", self.from.as_ref().map(time))
             .put("to", self.to.as_ref().map(time))
             .put("wait_ms", self.wait_ms.map(|w| w.to_string()))
+            .put("status", self.status.map(EntryStatus::as_str))
+            .put("upstream_id", self.upstream_id.as_ref())
+            .finish()
+    }
+}
+
+/// Options of `GET /v1/accounts`: customer accounts in account order
+/// (bytes), a page at a time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AccountQuery {
+    /// Accounts whose id contains this text (ASCII letters in any case).
+    pub q: Option<String>,
+    /// Accounts after this id (the previous page's `next_after`).
+    pub after: Option<String>,
+    /// 1 to 1,000; the server's default (100) when `None`.
+    pub limit: Option<u32>,
+}
+
+impl AccountQuery {
+    pub(crate) fn to_query(&self) -> String {
+        Query::default()
+            .put("q", self.q.as_ref())
+            .put("after", self.after.as_ref())
+            .put("limit", self.limit.map(|l| l.to_string()))
             .finish()
     }
 }
@@ -241,6 +270,26 @@ mod tests {
             ..UsageQuery::default()
         };
         assert_eq!(u.to_query(), "?from=2026-11-01&granularity=month");
+    }
+
+    #[test]
+    fn entry_and_account_filters() {
+        let q = EntryQuery {
+            status: Some(EntryStatus::Rejected),
+            upstream_id: Some("ur 1".into()),
+            ..EntryQuery::default()
+        };
+        assert_eq!(
+            q.to_query(),
+            "?after_seq=0&status=rejected&upstream_id=ur%201"
+        );
+        assert_eq!(AccountQuery::default().to_query(), "");
+        let a = AccountQuery {
+            q: Some("Cust".into()),
+            after: Some("cust_1".into()),
+            limit: Some(2),
+        };
+        assert_eq!(a.to_query(), "?q=Cust&after=cust_1&limit=2");
     }
 
     #[test]

@@ -16,8 +16,9 @@ pub use requests::{
 pub(crate) use responses::BatchResults;
 pub use responses::{BatchResult, Entry, EntryKind, EntryPage, EntryStatus, Posted, Rejection};
 pub use views::{
-    Account, AuditHead, Balance, BalanceFigures, Granularity, Health, HoldInfo, HoldStatus,
-    Movements, Signature, Statement, Usage, UsagePeriod,
+    Account, AccountPage, AccountSummary, AuditHead, AuditVerification, Balance, BalanceFigures,
+    Granularity, HeadSummary, Health, HoldInfo, HoldStatus, Movements, Signature, Statement, Usage,
+    UsagePeriod, VerificationProblem, VerificationStatus,
 };
 pub use webhooks::{
     WebhookAttempt, WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryStatus, WebhookEndpoint,

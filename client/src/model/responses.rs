@@ -52,6 +52,15 @@ pub enum EntryStatus {
     Rejected,
 }
 
+impl EntryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryStatus::Posted => "posted",
+            EntryStatus::Rejected => "rejected",
+        }
+    }
+}
+
 /// Why a ledger rule rejected the entry, stored with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejection {

@@ -23,6 +23,29 @@ pub struct Balance {
     pub as_of_seq: i64,
 }
 
+/// One account of `GET /v1/accounts`: its balance now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountSummary {
+    pub account: String,
+    pub unit: String,
+    pub debits: Decimal,
+    pub credits: Decimal,
+    /// `credits − debits`.
+    pub posted: Decimal,
+    /// Reserved by open holds.
+    pub held: Decimal,
+    /// `posted − held`.
+    pub available: Decimal,
+}
+
+/// `GET /v1/accounts`: a page of customer accounts in account order (bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AccountPage {
+    pub accounts: Vec<AccountSummary>,
+    /// Pass as `after` for the next page; `None` on the last.
+    pub next_after: Option<String>,
+}
+
 /// A balance without its account and unit (a statement's opening and
 /// closing balances).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,6 +198,56 @@ pub struct AuditHead {
     pub signature: Option<Signature>,
     #[serde(default)]
     pub notice: Option<String>,
+}
+
+/// A log position and its chain hash (hex).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct HeadSummary {
+    pub seq: i64,
+    pub hash: String,
+}
+
+/// The outcome of `POST /v1/audit/verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerificationStatus {
+    /// Every check held.
+    Verified,
+    /// `problems` lists what was found.
+    Broken,
+    /// The time budget ran out after `checked_entries`; run `tally verify`.
+    Incomplete,
+    /// A status this client does not know yet.
+    #[serde(other)]
+    Other,
+}
+
+/// One thing `POST /v1/audit/verify` found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct VerificationProblem {
+    /// The first entry found broken, when the problem is in the log.
+    pub seq: Option<i64>,
+    pub problem: String,
+}
+
+/// `POST /v1/audit/verify`: what was checked and what was found.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AuditVerification {
+    pub tenant: String,
+    pub status: VerificationStatus,
+    /// Entries whose chain, fingerprint and `balance_after` were checked.
+    pub checked_entries: i64,
+    /// The verified head (`None` unless the log held together).
+    pub head: Option<HeadSummary>,
+    /// Stored balances equal to the fold of the log.
+    pub balances: u64,
+    /// Rule-state records equal to the fold of the log.
+    pub records: u64,
+    /// Usage summary rows equal to the fold of the log.
+    pub usage_rows: u64,
+    pub problems: Vec<VerificationProblem>,
+    pub elapsed_ms: u64,
+    pub budget_ms: u64,
 }
 
 /// `GET /healthz` (`status: ok`) and `GET /readyz` (`status: ready`).

@@ -183,6 +183,27 @@ def test_every_operation(
     payments = client.list_entries(account=acct, kind="payment")
     assert [e.kind for e in payments.entries] == ["payment", "payment"]
 
+    # GET /v1/entries by status and by upstream ID: the stored rejections alone
+    refused = client.list_entries(account=acct, status="rejected")
+    assert [e.id for e in refused.entries] == [
+        e.id for e in page.entries if e.status == "rejected"
+    ]
+    assert rejected.id in [e.id for e in refused.entries] and len(refused.entries) == 3
+    assert {e.rejection.code for e in refused.entries if e.rejection} == {
+        "hold_not_open", "insufficient_funds",
+    }  # fmt: skip
+    posted_only = client.list_entries(account=acct, status="posted", limit=100)
+    assert [e.id for e in posted_only.entries] == [
+        e.id for e in page.entries if e.status == "posted"
+    ]
+    by_upstream = client.list_entries(upstream_id=overdraw)
+    assert [(e.id, e.status) for e in by_upstream.entries] == [(rejected.id, "rejected")]
+    assert [e.id for e in client.list_entries(upstream_id=pay_id).entries] == [payment.entry.id]
+    assert client.list_entries(upstream_id=pay_id, status="rejected").entries == []
+    assert [e.id for e in client.iter_entries(status="rejected", page_size=1)] == [
+        e.id for e in refused.entries
+    ]
+
     # GET /v1/accounts/{account}/balance: now and right after an entry
     balance = client.get_balance(acct)
     assert balance.posted == Decimal("25.30") and balance.held == Decimal("0")
@@ -193,6 +214,18 @@ def test_every_operation(
         acct, as_of=datetime.now(timezone.utc) - timedelta(milliseconds=1)
     )
     assert as_of_now.posted == balance.posted
+
+    # GET /v1/accounts: the tenant's one customer account, with its balance now
+    accounts = client.list_accounts()
+    assert accounts.next_after is None
+    assert accounts.accounts == [
+        tally.AccountSummary(
+            account=acct, unit="USD", debits=balance.debits, credits=balance.credits,
+            posted=balance.posted, held=balance.held, available=balance.available,
+        )
+    ]  # fmt: skip
+    assert client.list_accounts(q=acct.upper()).accounts == accounts.accounts
+    assert client.list_accounts(q="no-such-account").accounts == []
 
     # GET /v1/accounts/{account}/usage: the reversed debit nets to zero, the batch's stays
     usage = wait_for_usage(client, acct)
@@ -227,6 +260,14 @@ def test_every_operation(
     rows_csv = csv_export.rows()
     assert [int(r["seq"]) for r in rows_csv] == list(range(2, head.seq + 1))
     assert rows_csv[-1]["hash"] == head.hash
+
+    # POST /v1/audit/verify (audit): the server checks the whole log now
+    report = client.post_audit_verify()
+    assert report.status == "verified" and report.verified, report
+    assert report.tenant == head.tenant and report.problems == []
+    assert report.head == tally.HeadSummary(seq=head.seq, hash=head.hash)
+    assert report.checked_entries == head.seq
+    assert report.balances >= 1 and report.budget_ms > 0
 
     # GET /healthz, /readyz, /openapi.json, /metrics
     health = client.get_healthz()
@@ -293,6 +334,71 @@ def test_every_operation(
 
     missing = set(tally.OPERATIONS) - operations_called
     assert not missing, f"operations not exercised: {sorted(missing)}"
+
+
+def test_accounts_are_listed_with_their_balances(client: Any) -> None:
+    # Four customer accounts (their own tenant): byte order puts capitals first.
+    names = ["zeta-1", "beta", "alpha-3", "Alpha-2"]
+    for i, name in enumerate(names):
+        client.post_payment(uid("pay"), name, Decimal(10 + i), "USD")
+    client.post_usage_debit(uid("ur"), "beta", Decimal("2.5"), "USD")
+    client.post_hold(uid("job"), "alpha-3", Decimal("4"), "USD", ttl_seconds=300)
+    client.put_account("zeta-1", "USD", overdraft="forbid")
+    with pytest.raises(tally.InsufficientFunds):
+        client.post_usage_debit(uid("ur"), "zeta-1", Decimal("100"), "USD")
+
+    listed = client.list_accounts()
+    assert [a.account for a in listed.accounts] == ["Alpha-2", "alpha-3", "beta", "zeta-1"]
+    assert listed.next_after is None
+    for a in listed.accounts:
+        b = client.get_balance(a.account)
+        assert (a.unit, a.debits, a.credits, a.posted, a.held, a.available) == (
+            b.unit, b.debits, b.credits, b.posted, b.held, b.available,
+        )  # fmt: skip
+    by_name = {a.account: a for a in listed.accounts}
+    assert by_name["beta"].posted == Decimal("8.5") and by_name["beta"].debits == Decimal("2.5")
+    assert by_name["alpha-3"].held == Decimal("4") and by_name["alpha-3"].available == Decimal(8)
+    assert by_name["zeta-1"].posted == Decimal("10"), "the refused debit moved nothing"
+
+    # q: a case-insensitive substring.
+    assert [a.account for a in client.list_accounts(q="ALPHA").accounts] == ["Alpha-2", "alpha-3"]
+    assert [a.account for a in client.list_accounts(q="ta").accounts] == ["beta", "zeta-1"]
+
+    # Pages: next_after is passed as after until it is None.
+    first = client.list_accounts(limit=2)
+    assert [a.account for a in first.accounts] == ["Alpha-2", "alpha-3"]
+    assert first.next_after == "alpha-3"
+    second = client.list_accounts(after=first.next_after, limit=2)
+    assert [a.account for a in second.accounts] == ["beta", "zeta-1"]
+    assert second.next_after in (None, "zeta-1")
+    assert list(client.iter_accounts(page_size=1)) == listed.accounts
+    assert [a.account for a in client.iter_accounts(q="a-", page_size=1)] == [
+        "Alpha-2", "alpha-3", "zeta-1",
+    ]  # fmt: skip
+    with pytest.raises(tally.InvalidRequest):
+        client.list_accounts(limit=0)
+
+
+def test_verify_reports_the_head(client: Any) -> None:
+    empty = client.post_audit_verify()
+    assert empty.status == "verified" and empty.checked_entries == 0
+    acct = uid("cust")
+    client.post_payment(uid("pay"), acct, Decimal("3"), "USD")
+    debit = client.post_usage_debit(uid("ur"), acct, Decimal("1"), "USD")
+    report = client.post_audit_verify()
+    assert report.status == "verified" and report.problems == []
+    assert report.head is not None and report.head.seq == debit.entry.seq
+    assert report.head.hash == debit.entry.hash
+    assert report.head.seq == client.get_audit_head().seq
+
+
+def test_verify_gets_a_longer_attempt_timeout() -> None:
+    from tally import _calls
+
+    call = _calls.post_audit_verify()
+    assert (call.method, call.target) == ("POST", "/v1/audit/verify")
+    assert call.attempt_timeout(10.0) == 30.0
+    assert call.attempt_timeout(45.0) == 45.0
 
 
 def test_account_alerts_round_trip(client: Any) -> None:

@@ -9,8 +9,11 @@ import { DecodeError, type TallyError, problemError } from "./errors.js";
 import {
   type AccountSettingsRequest,
   type Account,
+  type AccountPage,
+  type AccountSummary,
   type AdjustmentRequest,
   type AuditHead,
+  type AuditVerification,
   type Balance,
   type BatchItem,
   type BatchOperation,
@@ -24,6 +27,7 @@ import {
   type Health,
   type Hold,
   type HoldRequest,
+  type ListAccountsQuery,
   type ListEntriesQuery,
   type ListWebhookDeliveriesQuery,
   OPERATIONS,
@@ -52,6 +56,12 @@ import { DEFAULT_RETRY_POLICY, type RetryPolicy, jitter, validatePolicy } from "
 import { type QueryValue, fillPath, queryString } from "./url.js";
 
 export const SDK_VERSION = "0.1.0";
+
+/**
+ * The least timeout of one attempt of `postAuditVerify` (ms): the server
+ * works on it up to 25 s on a big ledger. A larger `requestTimeoutMs` wins.
+ */
+export const VERIFY_TIMEOUT_MS = 30_000;
 
 export interface ClientOptions {
   /** The server's root, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */
@@ -264,6 +274,8 @@ export class TallyClient {
    * `wait_ms` (0–30,000) long-polls: when no entry matches yet, the server
    * answers as soon as one is committed, or with an empty page after the
    * wait; each attempt's timeout (`requestTimeoutMs`) is extended by it.
+   * `status` (`posted` or `rejected`) and `upstream_id` (the
+   * `usage_record_id`, `payment_id`, … that keyed an entry) filter further.
    */
   async listEntries(query: ListEntriesQuery = {}, options?: CallOptions): Promise<EntryPage> {
     const answer = await this.#send("listEntries", { query, waitMs: query.wait_ms }, options);
@@ -280,6 +292,32 @@ export class TallyClient {
       yield* page.entries;
       if (page.next_after_seq === null || page.next_after_seq === undefined) return;
       after = page.next_after_seq;
+    }
+  }
+
+  // --- accounts -------------------------------------------------------
+
+  /**
+   * `GET /v1/accounts`: one page of the tenant's customer accounts that have
+   * entries, in account order (bytes), each with its balance now; `q` keeps
+   * those whose id contains it (ASCII letters in any case). Pass
+   * `next_after` as `after` for the next page (or use `iterateAccounts`).
+   */
+  async listAccounts(query: ListAccountsQuery = {}, options?: CallOptions): Promise<AccountPage> {
+    const answer = await this.#send("listAccounts", { query }, options);
+    const page = decodeObject<AccountPage>(answer);
+    if (!Array.isArray(page.accounts)) throw new DecodeError("no accounts array", answer.status, answer.text);
+    return page;
+  }
+
+  /** Every account matching `query`, page after page (`limit` is the page size). */
+  async *iterateAccounts(query: ListAccountsQuery = {}, options?: CallOptions): AsyncGenerator<AccountSummary, void, undefined> {
+    let after = query.after;
+    for (;;) {
+      const page = await this.listAccounts(after === undefined ? query : { ...query, after }, options);
+      yield* page.accounts;
+      if (page.next_after === null || page.next_after === undefined) return;
+      after = page.next_after;
     }
   }
 
@@ -376,6 +414,24 @@ export class TallyClient {
   /** `GET /v1/audit/head` (scope `audit`): the chain head, signed when signing is on. */
   async getAuditHead(options?: CallOptions): Promise<AuditHead> {
     return decodeObject<AuditHead>(await this.#send("getAuditHead", {}, options));
+  }
+
+  /**
+   * `POST /v1/audit/verify` (scope `audit`): the server checks the tenant's
+   * ledger now (chain, fingerprints, balances, rule state, usage summaries)
+   * and reports `verified`, `broken` (with `problems`) or `incomplete`. It
+   * can take up to ~25 s on a big ledger, so each attempt may last
+   * {@link VERIFY_TIMEOUT_MS} (or `requestTimeoutMs` if larger). It only
+   * reads, so it is retried like every call.
+   */
+  async postAuditVerify(options?: CallOptions): Promise<AuditVerification> {
+    const waitMs = Math.max(0, VERIFY_TIMEOUT_MS - this.#transport.policy.requestTimeoutMs);
+    const answer = await this.#send("postAuditVerify", { waitMs }, options);
+    const report = decodeObject<AuditVerification>(answer);
+    if (typeof report.status !== "string" || !Array.isArray(report.problems)) {
+      throw new DecodeError("not a verification report (no status or problems)", answer.status, answer.text);
+    }
+    return report;
   }
 
   // --- webhooks (scope `admin`) ---------------------------------------

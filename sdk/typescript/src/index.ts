@@ -11,6 +11,7 @@
 export {
   TallyClient,
   SDK_VERSION,
+  VERIFY_TIMEOUT_MS,
   type ClientOptions,
   type CallOptions,
   type EntryResult,

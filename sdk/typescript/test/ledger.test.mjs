@@ -186,11 +186,24 @@ forEachEngine("ledger", {}, (server, engine) => {
     assert.equal(all.at(-1).status, "rejected", "the stored rejection is in the log");
     const payments = await client.listEntries({ account, kind: "payment" });
     assert.equal(payments.entries.length, 2);
+    const refused = await client.listEntries({ account, status: "rejected" });
+    assert.deepEqual(refused.entries.map((e) => e.id), [rejected.error.entry.id], "only the stored rejection");
+    const posted = await client.listEntries({ account, status: "posted", limit: 1000 });
+    assert.deepEqual(posted.entries.map((e) => e.id), all.filter((e) => e.status === "posted").map((e) => e.id));
+    const byUpstream = await client.listEntries({ upstream_id: paymentId });
+    assert.deepEqual(byUpstream.entries.map((e) => e.id), [payment.entry.id]);
 
     const balance = await client.getBalance(account);
     assert.equal(balance.posted, "77.5");
     assert.equal(balance.held, "0");
     assert.equal(balance.available, "77.5");
+    const accounts = await client.listAccounts();
+    assert.deepEqual(accounts, {
+      accounts: [{ account, unit: "USD", debits: balance.debits, credits: balance.credits, posted: "77.5", held: "0", available: "77.5" }],
+      next_after: null,
+    });
+    assert.deepEqual((await client.listAccounts({ q: "CUST_" })).accounts, accounts.accounts, "q ignores case");
+    assert.deepEqual((await client.listAccounts({ q: "nobody" })).accounts, []);
     const earlier = await client.getBalance(account, { as_of_seq: payment.entry.seq });
     assert.equal(earlier.posted, "100");
     assert.equal(earlier.as_of_seq, payment.entry.seq);
@@ -216,6 +229,12 @@ forEachEngine("ledger", {}, (server, engine) => {
     assert.equal(head.hash, last.hash);
     assert.equal(head.signing, "off");
     assert.equal(head.signature, null);
+    const verified = await client.postAuditVerify();
+    assert.equal(verified.status, "verified", JSON.stringify(verified));
+    assert.deepEqual(verified.head, { seq: head.seq, hash: head.hash });
+    assert.equal(verified.checked_entries, head.seq);
+    assert.equal(verified.tenant, head.tenant);
+    assert.deepEqual(verified.problems, []);
 
     const exported = await client.getAuditExport();
     assert.equal(exported.format, "jsonl");
@@ -288,6 +307,74 @@ forEachEngine("ledger", {}, (server, engine) => {
     const exercised = new Set(seen.map((request) => operationOf(request)));
     const missing = sdkOperationIds().filter((id) => !exercised.has(id));
     assert.deepEqual(missing, [], "operations not exercised");
+  });
+
+  it("accounts are listed in byte order with their balances, searched and paged", async () => {
+    const client = await newClient();
+    const names = ["zeta-1", "beta", "alpha-3", "Alpha-2"];
+    for (const [i, account] of names.entries()) {
+      await client.postPayment({ payment_id: uid("pay"), account, amount: String(10 + i), unit: "USD" });
+    }
+    await client.postUsageDebit({ usage_record_id: uid("ur"), account: "beta", amount: "2.5", unit: "USD" });
+    await client.postHold({ hold_id: uid("hold"), account: "alpha-3", amount: "4", unit: "USD", ttl_seconds: 300 });
+
+    const listed = await client.listAccounts();
+    assert.deepEqual(listed.accounts.map((a) => a.account), ["Alpha-2", "alpha-3", "beta", "zeta-1"]);
+    assert.equal(listed.next_after, null);
+    for (const summary of listed.accounts) {
+      const { as_of_seq: _, ...balance } = await client.getBalance(summary.account);
+      assert.deepEqual(summary, balance, `${summary.account}: the balance now`);
+    }
+    const byName = Object.fromEntries(listed.accounts.map((a) => [a.account, a]));
+    assert.equal(byName.beta.posted, "8.5");
+    assert.equal(typeof byName.beta.posted, "string", "money stays a string");
+    assert.deepEqual([byName["alpha-3"].held, byName["alpha-3"].available], ["4", "8"]);
+
+    assert.deepEqual((await client.listAccounts({ q: "ALPHA" })).accounts.map((a) => a.account), ["Alpha-2", "alpha-3"]);
+    assert.deepEqual((await client.listAccounts({ q: "ta" })).accounts.map((a) => a.account), ["beta", "zeta-1"]);
+
+    const first = await client.listAccounts({ limit: 2 });
+    assert.deepEqual(first.accounts.map((a) => a.account), ["Alpha-2", "alpha-3"]);
+    assert.equal(first.next_after, "alpha-3");
+    const second = await client.listAccounts({ after: first.next_after, limit: 2 });
+    assert.deepEqual(second.accounts.map((a) => a.account), ["beta", "zeta-1"]);
+    const all = [];
+    for await (const summary of client.iterateAccounts({ limit: 1 })) all.push(summary);
+    assert.deepEqual(all, listed.accounts);
+    const some = [];
+    for await (const summary of client.iterateAccounts({ q: "a-", limit: 1 })) some.push(summary.account);
+    assert.deepEqual(some, ["Alpha-2", "alpha-3", "zeta-1"]);
+    const tooMany = await client.listAccounts({ limit: 1001 }).catch((e) => e);
+    assert.ok(tooMany instanceof InvalidRequest, `got ${tooMany}`);
+  });
+
+  it("entries filter by status and upstream_id: a debit refused by overdraft forbid", async () => {
+    const client = await newClient();
+    const account = uid("cust");
+    await client.putAccount(account, { unit: "USD", overdraft: "forbid" });
+    const paid = await client.postPayment({ payment_id: uid("pay"), account, amount: "5", unit: "USD" });
+    const ok = await client.postUsageDebit({ usage_record_id: uid("ur"), account, amount: "1", unit: "USD" });
+    const refusedId = uid("ur");
+    const refusal = await client.postUsageDebit({ usage_record_id: refusedId, account, amount: "50", unit: "USD" }).catch((e) => e);
+    assert.ok(refusal instanceof InsufficientFunds, `got ${refusal}`);
+
+    const rejected = await client.listEntries({ status: "rejected" });
+    assert.deepEqual(rejected.entries.map((e) => [e.id, e.status, e.upstream_id]), [[refusal.entry.id, "rejected", refusedId]]);
+    assert.equal(rejected.entries[0].rejection.code, "insufficient_funds");
+    const posted = await client.listEntries({ account, status: "posted" });
+    assert.deepEqual(posted.entries.map((e) => e.kind), ["account_settings", "payment", "usage_debit"]);
+    assert.deepEqual(posted.entries.slice(1).map((e) => e.id), [paid.entry.id, ok.entry.id]);
+    const byId = await client.listEntries({ upstream_id: refusedId });
+    assert.deepEqual(byId.entries.map((e) => e.id), [refusal.entry.id]);
+    assert.deepEqual((await client.listEntries({ upstream_id: refusedId, status: "posted" })).entries, []);
+    assert.deepEqual((await client.listEntries({ upstream_id: ok.entry.upstream_id })).entries, [ok.entry]);
+    assert.equal((await client.getBalance(account)).posted, "4", "the refusal moved nothing");
+
+    const report = await client.postAuditVerify();
+    const head = await client.getAuditHead();
+    assert.equal(report.status, "verified");
+    assert.deepEqual(report.head, { seq: head.seq, hash: head.hash });
+    assert.equal(report.head.seq, refusal.entry.seq, "the stored rejection is the head");
   });
 
   it("account alerts: set, read back, shown on the settings entry, cleared", async () => {

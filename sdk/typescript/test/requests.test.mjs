@@ -64,3 +64,20 @@ test("money as a JS number is refused before sending", async (t) => {
   assert.deepEqual(JSON.parse(stub.requests[0].body).metadata, { amount: "x" });
   assert.equal(stub.requests[0].headers["content-type"], "application/json");
 });
+
+test("postAuditVerify gives each attempt 30 s (VERIFY_TIMEOUT_MS), beyond a shorter requestTimeoutMs", async () => {
+  const { VERIFY_TIMEOUT_MS } = await import("../dist/index.js");
+  assert.equal(VERIFY_TIMEOUT_MS, 30_000);
+  const report = { tenant: "t", status: "verified", checked_entries: 0, head: null, balances: 0, records: 0, usage_rows: 0, problems: [], elapsed_ms: 250, budget_ms: 25_000 };
+  const seen = [];
+  const slowFetch = async (url, init) => {
+    seen.push(`${init.method} ${new URL(url).pathname}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    if (init.signal?.aborted) throw init.signal.reason;
+    return new Response(JSON.stringify(report), { status: 200, headers: { "content-type": "application/json" } });
+  };
+  const client = new TallyClient({ baseUrl: "http://tally.invalid", apiKey: "k", fetch: slowFetch, retry: { requestTimeoutMs: 100, maxAttempts: 1 } });
+  assert.deepEqual(await client.postAuditVerify(), report);
+  await assert.rejects(client.getAuditHead(), "an ordinary call still times out after requestTimeoutMs");
+  assert.deepEqual(seen, ["POST /v1/audit/verify", "GET /v1/audit/head"]);
+});

@@ -25,8 +25,10 @@ from .intents import (
 )
 from .models import (
     Account,
+    AccountPage,
     AuditExport,
     AuditHead,
+    AuditVerification,
     Balance,
     BatchResult,
     BatchResults,
@@ -157,6 +159,13 @@ def get_account(account: str) -> Call[Account]:
     )
 
 
+def list_accounts(
+    *, q: Optional[str], after: Optional[str], limit: Optional[int]
+) -> Call[AccountPage]:
+    query: List[Tuple[str, QueryValue]] = [("q", q), ("after", after), ("limit", limit)]
+    return Call("GET", target("/v1/accounts", query), _json_model(AccountPage.from_json))
+
+
 def get_entry(entry_id: str) -> Call[Entry]:
     return Call("GET", f"/v1/entries/{segment(entry_id, 'entry_id')}", _json_model(Entry.from_json))
 
@@ -170,6 +179,8 @@ def list_entries(
     from_: Optional[Timestamp],
     to: Optional[Timestamp],
     wait_ms: Optional[int] = None,
+    status: Optional[str] = None,
+    upstream_id: Optional[str] = None,
 ) -> Call[EntryPage]:
     if wait_ms is not None and (isinstance(wait_ms, bool) or not isinstance(wait_ms, int)):
         raise TypeError(f"wait_ms must be an int (milliseconds), not {type(wait_ms).__name__}")
@@ -181,6 +192,8 @@ def list_entries(
         ("from", from_),
         ("to", to),
         ("wait_ms", wait_ms),
+        ("status", status),
+        ("upstream_id", upstream_id),
     ]
     # A long poll: the server may hold the answer up to wait_ms, so each
     # attempt's timeout is extended by it (else it would time out and retry).
@@ -266,6 +279,20 @@ def get_audit_export(
 
 def get_audit_head() -> Call[AuditHead]:
     return Call("GET", "/v1/audit/head", _json_model(AuditHead.from_json))
+
+
+VERIFY_TIMEOUT = 30.0
+"""The least timeout (seconds) of one attempt of ``POST /v1/audit/verify``:
+the server works on it up to 25 s."""
+
+
+def post_audit_verify() -> Call[AuditVerification]:
+    return Call(
+        "POST",
+        "/v1/audit/verify",
+        _json_model(AuditVerification.from_json),
+        min_timeout=VERIFY_TIMEOUT,
+    )
 
 
 def get_healthz() -> Call[Health]:

@@ -44,10 +44,13 @@ class Call(Generic[T]):
     body: Optional[bytes] = None
     accept: str = "application/json"
     wait: float = 0.0
+    min_timeout: float = 0.0
+    """The least timeout of one attempt (seconds), for a call the server
+    may work on longer than a usual request (``POST /v1/audit/verify``)."""
 
     def attempt_timeout(self, request_timeout: float) -> float:
         """The timeout of one attempt under ``request_timeout``."""
-        return request_timeout + max(self.wait, 0.0)
+        return max(request_timeout + max(self.wait, 0.0), self.min_timeout)
 
 
 def segment(value: str, name: str) -> str:

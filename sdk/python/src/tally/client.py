@@ -40,8 +40,11 @@ from .intents import (
 )
 from .models import (
     Account,
+    AccountPage,
+    AccountSummary,
     AuditExport,
     AuditHead,
+    AuditVerification,
     Balance,
     BatchResults,
     Entry,
@@ -270,6 +273,28 @@ class Client:
         )
         return self.run(_calls.put_account(account, settings))
 
+    def list_accounts(
+        self, *, q: Optional[str] = None, after: Optional[str] = None, limit: Optional[int] = None
+    ) -> AccountPage:
+        """``GET /v1/accounts``: one page of the tenant's customer accounts
+        that have entries, in account order (bytes), each with its balance
+        now. ``q`` keeps those whose id contains it (ASCII letters in any
+        case); pass ``next_after`` as ``after`` for the next page (or use
+        ``iter_accounts``); ``limit`` is 1 to 1,000 (default 100)."""
+        return self.run(_calls.list_accounts(q=q, after=after, limit=limit))
+
+    def iter_accounts(
+        self, *, q: Optional[str] = None, after: Optional[str] = None, page_size: Optional[int] = None
+    ) -> Iterator[AccountSummary]:
+        """Every account matching ``q``, page after page."""
+        cursor = after
+        while True:
+            page = self.list_accounts(q=q, after=cursor, limit=page_size)
+            yield from page.accounts
+            if page.next_after is None:
+                return
+            cursor = page.next_after
+
     def get_account(self, account: str) -> Account:
         """``GET /v1/accounts/{account}``: settings and balance."""
         return self.run(_calls.get_account(account))
@@ -323,16 +348,21 @@ class Client:
         from_: Optional[Timestamp] = None,
         to: Optional[Timestamp] = None,
         wait_ms: Optional[int] = None,
+        status: Optional[str] = None,
+        upstream_id: Optional[str] = None,
     ) -> EntryPage:
         """``GET /v1/entries``: one page; pass ``next_after_seq`` as
         ``after_seq`` for the next (or use ``iter_entries``). ``wait_ms``
         (0 to 30,000) long-polls: when no entry matches yet, the server
         answers as soon as one is committed, or with an empty page after
-        ``wait_ms``; each attempt's timeout is extended by ``wait_ms``."""
+        ``wait_ms``; each attempt's timeout is extended by ``wait_ms``.
+        ``status`` (``"posted"`` or ``"rejected"``) and ``upstream_id`` (the
+        ``usage_record_id``, ``payment_id``, … that keyed an entry) filter
+        further."""
         return self.run(
             _calls.list_entries(
                 account=account, kind=kind, after_seq=after_seq, limit=limit, from_=from_, to=to,
-                wait_ms=wait_ms,
+                wait_ms=wait_ms, status=status, upstream_id=upstream_id,
             )  # fmt: skip
         )
 
@@ -345,13 +375,16 @@ class Client:
         page_size: Optional[int] = None,
         from_: Optional[Timestamp] = None,
         to: Optional[Timestamp] = None,
+        status: Optional[str] = None,
+        upstream_id: Optional[str] = None,
     ) -> Iterator[Entry]:
         """Every entry matching the filters, page after page."""
         cursor = after_seq
         while True:
             page = self.list_entries(
-                account=account, kind=kind, after_seq=cursor, limit=page_size, from_=from_, to=to
-            )
+                account=account, kind=kind, after_seq=cursor, limit=page_size, from_=from_, to=to,
+                status=status, upstream_id=upstream_id,
+            )  # fmt: skip
             yield from page.entries
             if page.next_after_seq is None:
                 return
@@ -369,6 +402,15 @@ class Client:
         """``GET /v1/audit/head`` (scope ``audit``): the head, signed if the
         server has a signing key."""
         return self.run(_calls.get_audit_head())
+
+    def post_audit_verify(self) -> AuditVerification:
+        """``POST /v1/audit/verify`` (scope ``audit``): the server checks the
+        tenant's ledger now (chain, fingerprints, balances, rule state,
+        usage summaries) and reports ``"verified"``, ``"broken"`` or
+        ``"incomplete"``. It can take up to ~25 s on a big ledger: each
+        attempt's timeout is at least 30 s (or ``request_timeout`` if
+        larger). It only reads, so it is retried like every call."""
+        return self.run(_calls.post_audit_verify())
 
     # --- webhooks (scope admin) -----------------------------------------------------
 

@@ -24,9 +24,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Account",
+    "AccountPage",
+    "AccountSummary",
     "Alerts",
     "AuditExport",
     "AuditHead",
+    "AuditVerification",
     "Balance",
     "BalanceFigures",
     "BatchResult",
@@ -34,6 +37,7 @@ __all__ = [
     "Entry",
     "EntryPage",
     "FieldError",
+    "HeadSummary",
     "Health",
     "Hold",
     "Movements",
@@ -44,6 +48,7 @@ __all__ = [
     "Statement",
     "Usage",
     "UsagePeriod",
+    "VerificationProblem",
     "WebhookAttempt",
     "WebhookDelivery",
     "WebhookDeliveryPage",
@@ -273,6 +278,52 @@ class Balance:
             held=j.decimal(o, "held"),
             available=j.decimal(o, "available"),
             as_of_seq=j.integer(o, "as_of_seq"),
+        )
+
+
+@dataclass(frozen=True)
+class AccountSummary:
+    """One account of ``GET /v1/accounts``: its balance now."""
+
+    account: str
+    unit: str
+    debits: Decimal
+    credits: Decimal
+    posted: Decimal
+    """``credits - debits``."""
+    held: Decimal
+    """Reserved by open holds."""
+    available: Decimal
+    """``posted - held``."""
+
+    @classmethod
+    def from_json(cls, value: Any) -> AccountSummary:
+        o = j.obj(value, "account summary")
+        return cls(
+            account=j.string(o, "account"),
+            unit=j.string(o, "unit"),
+            debits=j.decimal(o, "debits"),
+            credits=j.decimal(o, "credits"),
+            posted=j.decimal(o, "posted"),
+            held=j.decimal(o, "held"),
+            available=j.decimal(o, "available"),
+        )
+
+
+@dataclass(frozen=True)
+class AccountPage:
+    """One page of ``GET /v1/accounts`` (customer accounts in byte order);
+    pass ``next_after`` as ``after`` until it is ``None``."""
+
+    accounts: List[AccountSummary]
+    next_after: Optional[str]
+
+    @classmethod
+    def from_json(cls, value: Any) -> AccountPage:
+        o = j.obj(value, "account page")
+        return cls(
+            accounts=[AccountSummary.from_json(a) for a in j.objects(o, "accounts")],
+            next_after=j.opt_string(o, "next_after"),
         )
 
 
@@ -534,6 +585,74 @@ class AuditHead:
             signing=j.string(o, "signing"),
             signature=None if signature is None else Signature.from_json(signature),
             notice=j.opt_string(o, "notice"),
+        )
+
+
+@dataclass(frozen=True)
+class HeadSummary:
+    """A log position and its chain hash (hex)."""
+
+    seq: int
+    hash: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> HeadSummary:
+        o = j.obj(value, "head")
+        return cls(seq=j.integer(o, "seq"), hash=j.string(o, "hash"))
+
+
+@dataclass(frozen=True)
+class VerificationProblem:
+    """One thing ``POST /v1/audit/verify`` found wrong; ``seq`` is the first
+    entry found broken when the problem is in the log."""
+
+    seq: Optional[int]
+    problem: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> VerificationProblem:
+        o = j.obj(value, "verification problem")
+        return cls(seq=j.opt_integer(o, "seq"), problem=j.string(o, "problem"))
+
+
+@dataclass(frozen=True)
+class AuditVerification:
+    """``POST /v1/audit/verify``: what was checked and what was found.
+    ``status`` is ``"verified"`` (every check held), ``"broken"``
+    (``problems`` lists what was found) or ``"incomplete"`` (the time budget
+    ran out after ``checked_entries``; run ``tally verify``)."""
+
+    tenant: str
+    status: str
+    checked_entries: int
+    head: Optional[HeadSummary]
+    """The verified head (``None`` unless the log held together)."""
+    balances: int
+    records: int
+    usage_rows: int
+    problems: List[VerificationProblem]
+    elapsed_ms: int
+    budget_ms: int
+
+    @property
+    def verified(self) -> bool:
+        return self.status == "verified"
+
+    @classmethod
+    def from_json(cls, value: Any) -> AuditVerification:
+        o = j.obj(value, "audit verification")
+        head = o.get("head")
+        return cls(
+            tenant=j.string(o, "tenant"),
+            status=j.string(o, "status"),
+            checked_entries=j.integer(o, "checked_entries"),
+            head=None if head is None else HeadSummary.from_json(head),
+            balances=j.integer(o, "balances"),
+            records=j.integer(o, "records"),
+            usage_rows=j.integer(o, "usage_rows"),
+            problems=[VerificationProblem.from_json(p) for p in j.objects(o, "problems")],
+            elapsed_ms=j.integer(o, "elapsed_ms"),
+            budget_ms=j.integer(o, "budget_ms"),
         )
 
 

@@ -22,6 +22,13 @@ export interface Account {
   balance: Balance;
 }
 
+/** `GET /v1/accounts`: a page of accounts in account order. */
+export interface AccountPage {
+  accounts: AccountSummary[];
+  /** Pass as `after` for the next page; null on the last. */
+  next_after: string | null;
+}
+
 /**
  * `PUT /v1/accounts/{account}` (scope `admin`): the account's settings,
  * in full. Idempotent by content: the same settings write nothing.
@@ -32,6 +39,20 @@ export interface AccountSettingsRequest {
   overdraft?: null | Overdraft;
   metadata?: null | Metadata;
   alerts?: null | Alerts;
+}
+
+/** One account of `GET /v1/accounts`: its balance now. */
+export interface AccountSummary {
+  account: string;
+  unit: string;
+  debits: Decimal;
+  credits: Decimal;
+  /** `credits − debits`. */
+  posted: Decimal;
+  /** Reserved by open holds. */
+  held: Decimal;
+  /** `posted − held`. */
+  available: Decimal;
 }
 
 /**
@@ -72,6 +93,29 @@ export interface AuditHead {
   signing: string;
   signature: null | Signature;
   notice?: string;
+}
+
+/** `POST /v1/audit/verify`: what was checked and what was found. */
+export interface AuditVerification {
+  tenant: string;
+  /**
+   * `verified`: every check held. `broken`: `problems` lists what was
+   * found (a problem in the log is reported alone). `incomplete`: the
+   * time budget ran out after `checked_entries`; run `tally verify`.
+   */
+  status: string;
+  /** Entries whose chain, fingerprint and `balance_after` were checked. */
+  checked_entries: number;
+  head: null | HeadSummary;
+  /** Stored balances equal to the fold of the log. */
+  balances: number;
+  /** Rule-state records equal to the fold of the log. */
+  records: number;
+  /** Usage summary rows equal to the fold of the log. */
+  usage_rows: number;
+  problems: VerificationProblem[];
+  elapsed_ms: number;
+  budget_ms: number;
 }
 
 /** The body of `GET /v1/accounts/{account}/balance`. */
@@ -336,6 +380,13 @@ export interface FieldError {
 
 /** How `GET /v1/accounts/{account}/usage` groups days. */
 export type Granularity = "day" | "month";
+
+/** A log position and its chain hash. */
+export interface HeadSummary {
+  seq: number;
+  /** Hex. */
+  hash: string;
+}
 
 /** `GET /healthz`, `GET /readyz`. */
 export interface Health {
@@ -667,6 +718,13 @@ export interface UsagePeriod {
   entries: number;
 }
 
+/** One thing `POST /v1/audit/verify` found wrong. */
+export interface VerificationProblem {
+  /** The first entry found broken, when the problem is in the log. */
+  seq: number | null;
+  problem: string;
+}
+
 /** One attempt of a delivery. */
 export interface WebhookAttempt {
   /** 1 for the first. */
@@ -812,10 +870,13 @@ export interface WebhookReplayRequest {
 /** Every component schema by name (what `OPERATIONS` names in `requestBody` and `responses`). */
 export interface Schemas {
   Account: Account;
+  AccountPage: AccountPage;
   AccountSettingsRequest: AccountSettingsRequest;
+  AccountSummary: AccountSummary;
   AdjustmentRequest: AdjustmentRequest;
   Alerts: Alerts;
   AuditHead: AuditHead;
+  AuditVerification: AuditVerification;
   Balance: Balance;
   BalanceFigures: BalanceFigures;
   BatchItem: BatchItem;
@@ -831,6 +892,7 @@ export interface Schemas {
   EntryStatus: EntryStatus;
   FieldError: FieldError;
   Granularity: Granularity;
+  HeadSummary: HeadSummary;
   Health: Health;
   Hold: Hold;
   HoldRequest: HoldRequest;
@@ -852,6 +914,7 @@ export interface Schemas {
   Usage: Usage;
   UsageDebitRequest: UsageDebitRequest;
   UsagePeriod: UsagePeriod;
+  VerificationProblem: VerificationProblem;
   WebhookAttempt: WebhookAttempt;
   WebhookDelivery: WebhookDelivery;
   WebhookDeliveryPage: WebhookDeliveryPage;
@@ -871,6 +934,16 @@ export const PROBLEM_CODES = ["malformed_json","unauthenticated","forbidden","no
 
 /** Property names that carry a decimal string somewhere in the document: never sent as JS numbers. */
 export const DECIMAL_FIELD_NAMES = ["amount","available","balance_after","credits","debits","held","limit","low_balance","net","posted","quantity"] as const;
+
+/** The query parameters of `listAccounts` (GET /v1/accounts). */
+export interface ListAccountsQuery {
+  /** Accounts whose id contains this text (ASCII letters in any case). */
+  q?: string;
+  /** Accounts after this id (pass the previous page's `next_after`). */
+  after?: string;
+  /** Page size, 1–1,000; default 100. */
+  limit?: number;
+}
 
 /** The query parameters of `getBalance` (GET /v1/accounts/{account}/balance). */
 export interface GetBalanceQuery {
@@ -950,6 +1023,13 @@ export interface ListEntriesQuery {
    * ends before the server's request timeout.
    */
   wait_ms?: number;
+  /** Only posted, or only rejected (stored rejections), entries. */
+  status?: EntryStatus;
+  /**
+   * Only the entries keyed by this upstream ID (`usage_record_id`,
+   * `payment_id`, …; one per kind at most).
+   */
+  upstream_id?: string;
 }
 
 /** The query parameters of `listWebhookDeliveries` (GET /v1/webhook-endpoints/{id}/deliveries). */
@@ -967,6 +1047,26 @@ export interface ListWebhookDeliveriesQuery {
 
 /** Every operation of the document, by operationId. */
 export const OPERATIONS = {
+  /** The finance console */
+  getConsole: {
+    method: "GET",
+    path: "/console",
+    pathParams: [],
+    queryParams: [],
+    scopes: [],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["text/html"],"schema":null}},
+  },
+  /** A view or an asset of the finance console */
+  getConsolePath: {
+    method: "GET",
+    path: "/console/{path}",
+    pathParams: ["path"],
+    queryParams: [],
+    scopes: [],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["text/css","text/html","text/javascript"],"schema":null}},
+  },
   /** Browsable API reference (Swagger UI) */
   getDocs: {
     method: "GET",
@@ -1026,6 +1126,16 @@ export const OPERATIONS = {
     scopes: [],
     requestBody: null,
     responses: {"200":{"contentTypes":["application/json"],"schema":"Health"}},
+  },
+  /** List accounts */
+  listAccounts: {
+    method: "GET",
+    path: "/v1/accounts",
+    pathParams: [],
+    queryParams: ["q","after","limit"],
+    scopes: ["read"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"AccountPage"}},
   },
   /** Read an account */
   getAccount: {
@@ -1107,6 +1217,16 @@ export const OPERATIONS = {
     requestBody: null,
     responses: {"200":{"contentTypes":["application/json"],"schema":"AuditHead"}},
   },
+  /** Verify the tenant's ledger now */
+  postAuditVerify: {
+    method: "POST",
+    path: "/v1/audit/verify",
+    pathParams: [],
+    queryParams: [],
+    scopes: ["audit"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"AuditVerification"}},
+  },
   /** Post up to 1,000 operations at once */
   postBatch: {
     method: "POST",
@@ -1122,7 +1242,7 @@ export const OPERATIONS = {
     method: "GET",
     path: "/v1/entries",
     pathParams: [],
-    queryParams: ["account","kind","after_seq","limit","from","to","wait_ms"],
+    queryParams: ["account","kind","after_seq","limit","from","to","wait_ms","status","upstream_id"],
     scopes: ["read"],
     requestBody: null,
     responses: {"200":{"contentTypes":["application/json"],"schema":"EntryPage"}},

@@ -47,6 +47,8 @@ assertType<Equals<Awaited<ReturnType<TallyClient["getBalance"]>>, OkOf<"getBalan
 assertType<Equals<Awaited<ReturnType<TallyClient["getUsage"]>>, OkOf<"getUsage">>>();
 assertType<Equals<Awaited<ReturnType<TallyClient["getStatement"]>>, OkOf<"getStatement">>>();
 assertType<Equals<Awaited<ReturnType<TallyClient["getAuditHead"]>>, OkOf<"getAuditHead">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["postAuditVerify"]>>, OkOf<"postAuditVerify">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["listAccounts"]>>, OkOf<"listAccounts">>>();
 assertType<Equals<Awaited<ReturnType<TallyClient["getHealthz"]>>, OkOf<"getHealthz">>>();
 assertType<Equals<Awaited<ReturnType<TallyClient["listWebhookEndpoints"]>>, OkOf<"listWebhookEndpoints">>>();
 assertType<Equals<Awaited<ReturnType<TallyClient["getWebhookEndpoint"]>>, OkOf<"getWebhookEndpoint">>>();
