@@ -79,7 +79,12 @@ macro_rules! engine_reads {
                     q.push(" AND debit_account <> ").push_bind(account);
                 }
             }
-            q.push(" AND seq > ").push_bind(f.after_seq);
+            // By upstream ID the unique key finds the few entries. Compared
+            // or ordered by `seq` itself, both engines walked the log in seq
+            // order instead (300–600 ms over 1,000,000 entries, debug
+            // build): `+seq` is the same value without that index.
+            let seq = if f.upstream_id.is_some() { "+seq" } else { "seq" };
+            q.push(format!(" AND {seq} > ")).push_bind(f.after_seq);
             if let Some(upto) = f.upto_seq {
                 q.push(" AND seq <= ").push_bind(upto);
             }
@@ -109,7 +114,7 @@ macro_rules! engine_reads {
             if let Some(to) = f.to {
                 q.push(" AND recorded_at < ").push_bind($time(to));
             }
-            q.push(" ORDER BY seq LIMIT ").push_bind(f.limit);
+            q.push(format!(" ORDER BY {seq} LIMIT ")).push_bind(f.limit);
         }
 
         /// One index-ordered walk of an account's entries for
