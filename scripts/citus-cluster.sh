@@ -69,6 +69,7 @@ port = ${ports[$i]}
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
 max_connections = 300
+max_worker_processes = 128
 fsync = on
 citus.enable_create_database_propagation = on
 citus.enable_unsafe_triggers = on

@@ -824,7 +824,7 @@ enum Outage {
 
 async fn cut(ledger: &Ledger) -> Outage {
     match &ledger.engine {
-        Engine::Postgres { admin_url } => {
+        Engine::Postgres { admin_url, .. } => {
             let name = ledger
                 .database_url
                 .rsplit('/')

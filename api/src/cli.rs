@@ -40,6 +40,9 @@ pub enum Command {
     /// Maintain projections.
     #[command(subcommand)]
     Projections(ProjectionsCommand),
+    /// The database itself: distribution on a Citus cluster.
+    #[command(subcommand)]
+    Db(DbCommand),
     /// Print the OpenAPI 3.1 document the server serves at /openapi.json
     /// (committed as api/openapi.json) and exit; needs no database.
     Openapi,
@@ -253,6 +256,23 @@ pub enum KeysCommand {
         /// that it appears in no command line or shell history.
         #[arg(long)]
         key_stdin: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Distribute an existing ledger on the Citus cluster of its database
+    /// (docs/scaling.md): every table of tenant data by tenant_id,
+    /// colocated; api_keys as a reference table. Prints what it will do;
+    /// does it with --yes. `tally serve` does the same by itself when it
+    /// migrates a database that has the citus extension.
+    Distribute {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// Distribute now (tables are locked while their rows are copied
+        /// into the shards: run it with no tally process serving).
+        #[arg(long)]
+        yes: bool,
     },
 }
 

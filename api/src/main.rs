@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use tally_api::audit_cli;
 use tally_api::cli::{
-    Cli, Command, KeysCommand, ProjectionsCommand, ServeArgs, SigningArgs, SigningKeyCommand,
+    Cli, Command, DbCommand, KeysCommand, ProjectionsCommand, ServeArgs, SigningArgs,
+    SigningKeyCommand,
 };
 use tally_api::connections::ConnectionLimits;
 use tally_api::keys_cli::{self, KeysFailure, RevokeTarget};
@@ -91,12 +92,48 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", tally_api::server::openapi_text()?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Db(DbCommand::Distribute { database, yes }) => {
+            db_distribute(&database.database_url, yes).await
+        }
         Command::Projections(ProjectionsCommand::Rebuild(database)) => {
             let storage = connect(&database.database_url).await?;
             let tenants = storage.tenants().await?;
             Ok(tally_api::maintain_cli::rebuild(&storage, &tenants).await)
         }
     }
+}
+
+/// `tally db distribute`: the plan, then (with `--yes`) the distribution
+/// and the tables as Citus then lists them. A server without Citus is
+/// refused with what to do (exit 1), having changed nothing.
+async fn db_distribute(url: &str, yes: bool) -> anyhow::Result<ExitCode> {
+    use tally_ledger::store::citus::CitusDatabase;
+    let database = match CitusDatabase::open(url).await {
+        Ok(database) => database,
+        Err(e) => {
+            eprintln!("tally: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let plan = database.plan().await?;
+    if plan.is_empty() {
+        println!("Every table is distributed already; nothing to do.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("tally db distribute will make:");
+    for step in &plan {
+        println!("  {step}");
+    }
+    if !yes {
+        println!("Nothing was changed: run again with --yes to distribute.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let done = database.distribute().await?;
+    println!("Distributed {} tables:", done.len());
+    for (table, kind, colocation) in database.placements().await? {
+        println!("  {table}: {kind} (colocation group {colocation})");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn keys_command(command: KeysCommand) -> anyhow::Result<ExitCode> {

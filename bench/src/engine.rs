@@ -17,17 +17,26 @@ use crate::server::{start_server, tally_cmd};
 use crate::writer_metrics::WriterCounters;
 use crate::{cpu, raw, tenants, Args};
 
-/// Measures `engine` ("sqlite" or "postgres") and prints its results.
+/// Measures `engine` ("sqlite", "postgres" or "citus": a fresh database on
+/// the Citus coordinator of `--citus-url`, distributed by tally when it
+/// starts) and prints its results.
 pub async fn bench_engine(args: &Args, engine: &str, tally: &Path) -> anyhow::Result<()> {
     let database = match engine {
         "sqlite" => FreshDatabase::sqlite_in(&args.sqlite_dir, "tally-bench"),
         "postgres" => FreshDatabase::postgres(&args.postgres_url, "tally_bench").await?,
+        "citus" => FreshDatabase::citus(&args.citus_url, "tally_bench").await?,
         other => bail!("unknown engine {other:?}"),
     };
     println!("\n== {engine} ==");
     // The database's settings that decide the figures, printed with them.
-    if engine == "postgres" {
-        println!("{}", postgres_settings(&args.postgres_url).await?);
+    match engine {
+        "postgres" => println!("{}", postgres_settings(&args.postgres_url).await?),
+        "citus" => println!(
+            "{}; a coordinator and {} on this machine",
+            postgres_settings(&args.citus_url).await?,
+            citus_workers(&args.citus_url).await?
+        ),
+        _ => {}
     }
     measure(args, engine, tally, &database.url).await?;
     if args.keep {
@@ -84,12 +93,19 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         }
     );
     let ticks_per_second = cpu::ticks_per_second();
+    // On Citus every node's processes are `postgres` on this machine: the
+    // database's CPU is the whole cluster's.
+    let on_postgres = engine != "sqlite";
     let watched = cpu::Watched {
         server: server.child.id(),
-        postgres: engine == "postgres",
+        postgres: on_postgres,
     };
     // With SQLite the database runs inside whoever opened it.
-    let database = (engine == "postgres").then_some("postgres");
+    let database = on_postgres.then_some(if engine == "citus" {
+        "Citus (3 nodes)"
+    } else {
+        "postgres"
+    });
 
     let mut lines: Vec<Line> = Vec::new();
     let mut raw_plan = Vec::new();
@@ -107,9 +123,10 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         let cpu_before = cpu::CpuSample::take(watched);
         let writer_before = WriterCounters::read(&target).await;
         let rss_before = tenants::rss_kib(server.child.id());
-        let wal_before = match database {
-            Some(_) => crate::pg_wal::wal_syncs(url).await,
-            None => None,
+        // The coordinator's WAL says nothing of the workers' on Citus.
+        let wal_before = match engine {
+            "postgres" => crate::pg_wal::wal_syncs(url).await,
+            _ => None,
         };
         let recording = args
             .perf_dir
@@ -191,6 +208,18 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         });
     }
 
+    if engine == "citus" {
+        // The raw limits write copies of tally's tables, which would be
+        // local tables of the coordinator: no measure of the cluster. The
+        // Citus figures are read against the same scenarios on one server.
+        println!("raw limits: not measured on Citus (compare with the postgres engine's run)");
+        report::print(engine, &mut lines, &mut Vec::new(), &Default::default());
+        drop(server.child);
+        let started = Instant::now();
+        let out = tally_cmd(tally, &["verify"], url).await?;
+        report::print_verify(&out, started.elapsed().as_secs_f64());
+        return Ok(());
+    }
     // The raw limit, same database, same run, once the usage projector has
     // folded what the scenarios wrote: on SQLite its rounds would take the
     // write lock from the raw transactions.
@@ -234,6 +263,22 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
     let out = tally_cmd(tally, &["verify"], url).await?;
     report::print_verify(&out, started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// The workers of a Citus coordinator, as "2 workers (127.0.0.1:9701, …)".
+async fn citus_workers(admin_url: &str) -> anyhow::Result<String> {
+    let mut admin = sqlx::PgConnection::connect(admin_url).await?;
+    let workers: Vec<String> = sqlx::query_scalar(
+        "SELECT nodename || ':' || nodeport FROM pg_dist_node \
+         WHERE groupid <> 0 AND noderole = 'primary' ORDER BY nodeid",
+    )
+    .fetch_all(&mut admin)
+    .await?;
+    Ok(format!(
+        "{} workers ({})",
+        workers.len(),
+        workers.join(", ")
+    ))
 }
 
 /// The PostgreSQL server's version and the settings that move this

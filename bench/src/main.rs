@@ -28,7 +28,7 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(about = "Benchmark tally against the raw database limit, in one run")]
 pub struct Args {
-    /// Engines to measure, comma-separated.
+    /// Engines to measure, comma-separated: sqlite, postgres, citus.
     #[arg(long, default_value = "sqlite,postgres")]
     engines: String,
     /// Entries already in the ledger before measuring.
@@ -44,6 +44,14 @@ pub struct Args {
         default_value = "postgres://postgres@127.0.0.1:5432/test"
     )]
     postgres_url: String,
+    /// Citus coordinator on which a fresh database is created for the
+    /// `citus` engine (`scripts/citus-cluster.sh start` prints it).
+    #[arg(
+        long,
+        env = "TALLY_BENCH_CITUS_URL",
+        default_value = "postgres://postgres@127.0.0.1:9700/postgres"
+    )]
+    citus_url: String,
     /// Directory for the SQLite database file.
     #[arg(long, default_value = "/tmp")]
     sqlite_dir: PathBuf,

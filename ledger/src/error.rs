@@ -31,6 +31,10 @@ pub enum LedgerError {
     Corrupt(String),
     #[error("unsupported database url: {0}")]
     UnsupportedUrl(String),
+    /// The schema could not be distributed on a Citus cluster (or the
+    /// server has no Citus to distribute it with).
+    #[error("distribution on Citus: {0}")]
+    Distribution(String),
 }
 
 impl LedgerError {
@@ -60,7 +64,7 @@ impl LedgerError {
             LedgerError::Database(e) => Cause::of(e),
             LedgerError::Permanent { cause, .. } => *cause,
             LedgerError::Corrupt(_) => Cause::Corrupt,
-            LedgerError::Migration(_) => Cause::Schema,
+            LedgerError::Migration(_) | LedgerError::Distribution(_) => Cause::Schema,
             LedgerError::Invalid(_) | LedgerError::NotFound | LedgerError::UnsupportedUrl(_) => {
                 Cause::Other
             }

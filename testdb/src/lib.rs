@@ -7,6 +7,14 @@
 //! are skipped with one notice on standard error, unless
 //! `TALLY_REQUIRE_POSTGRES=1` (CI), which turns the skip into a failure:
 //! a green run must never hide that half the tests did not run.
+//!
+//! Which Citus cluster: `TALLY_TEST_CITUS_URL`, the admin URL of a
+//! coordinator (`scripts/citus-cluster.sh start` prints it). Each database
+//! made there is made on every worker too (the cluster propagates `CREATE
+//! DATABASE`) and gets the coordinator's workers registered in it, so tally
+//! finds a ready cluster and distributes its schema when it migrates.
+//! Without the variable Citus tests are skipped, unless
+//! `TALLY_REQUIRE_CITUS=1`.
 
 // Test support: a failure to create or drop a database is a failed test,
 // and the panic says which.
@@ -23,7 +31,37 @@ pub const POSTGRES_URL_VAR: &str = "TALLY_TEST_POSTGRES_URL";
 /// Set to `1`, a missing [`POSTGRES_URL_VAR`] fails instead of skipping.
 pub const REQUIRE_POSTGRES_VAR: &str = "TALLY_REQUIRE_POSTGRES";
 
+/// The variable naming the Citus coordinator tests create databases on.
+pub const CITUS_URL_VAR: &str = "TALLY_TEST_CITUS_URL";
+/// Set to `1`, a missing [`CITUS_URL_VAR`] fails instead of skipping.
+pub const REQUIRE_CITUS_VAR: &str = "TALLY_REQUIRE_CITUS";
+
 static SKIP_NOTICE: Once = Once::new();
+static CITUS_SKIP_NOTICE: Once = Once::new();
+
+/// The Citus coordinator's admin URL tests should use, or `None` (skip,
+/// after a notice printed once per process). Panics under
+/// `TALLY_REQUIRE_CITUS=1` when no cluster is configured.
+pub fn citus_admin_url() -> Option<String> {
+    match std::env::var(CITUS_URL_VAR) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ => {
+            if std::env::var(REQUIRE_CITUS_VAR).as_deref() == Ok("1") {
+                panic!(
+                    "TALLY_REQUIRE_CITUS=1 but TALLY_TEST_CITUS_URL is not set: \
+                     Citus tests must run, not skip"
+                );
+            }
+            CITUS_SKIP_NOTICE.call_once(|| {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\n*** Citus tests SKIPPED: run scripts/citus-cluster.sh start and set TALLY_TEST_CITUS_URL to the URL it prints ***\n"
+                );
+            });
+            None
+        }
+    }
+}
 
 /// The PostgreSQL admin URL tests should use, or `None` (skip, after a
 /// notice printed once per process). Panics under
@@ -51,23 +89,37 @@ pub fn postgres_admin_url() -> Option<String> {
     }
 }
 
-/// The engine a test runs on.
+/// The engine a test runs on. A Citus cluster is the PostgreSQL engine
+/// (tally speaks to its coordinator as to one server), with `citus` set.
 #[derive(Debug, Clone)]
 pub enum Engine {
     Sqlite,
-    Postgres { admin_url: String },
+    Postgres { admin_url: String, citus: bool },
 }
 
 impl Engine {
     /// The PostgreSQL engine if a server is configured; `None` (skip) otherwise.
     pub fn postgres() -> Option<Engine> {
-        postgres_admin_url().map(|admin_url| Engine::Postgres { admin_url })
+        postgres_admin_url().map(|admin_url| Engine::Postgres {
+            admin_url,
+            citus: false,
+        })
     }
 
-    /// SQLite, and PostgreSQL when configured.
+    /// The PostgreSQL engine on a Citus cluster if one is configured;
+    /// `None` (skip) otherwise.
+    pub fn citus() -> Option<Engine> {
+        citus_admin_url().map(|admin_url| Engine::Postgres {
+            admin_url,
+            citus: true,
+        })
+    }
+
+    /// SQLite, and PostgreSQL and Citus when configured.
     pub fn every() -> Vec<Engine> {
         let mut engines = vec![Engine::Sqlite];
         engines.extend(Engine::postgres());
+        engines.extend(Engine::citus());
         engines
     }
 
@@ -75,10 +127,15 @@ impl Engine {
         matches!(self, Engine::Postgres { .. })
     }
 
+    pub fn is_citus(&self) -> bool {
+        matches!(self, Engine::Postgres { citus: true, .. })
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Engine::Sqlite => "sqlite",
-            Engine::Postgres { .. } => "postgres",
+            Engine::Postgres { citus: false, .. } => "postgres",
+            Engine::Postgres { citus: true, .. } => "citus",
         }
     }
 }
@@ -109,9 +166,18 @@ impl FreshDatabase {
     pub async fn new(engine: &Engine, prefix: &str) -> FreshDatabase {
         match engine {
             Engine::Sqlite => FreshDatabase::sqlite(),
-            Engine::Postgres { admin_url } => FreshDatabase::postgres(admin_url, prefix)
+            Engine::Postgres {
+                admin_url,
+                citus: false,
+            } => FreshDatabase::postgres(admin_url, prefix)
                 .await
                 .unwrap_or_else(|e| panic!("create a database on {POSTGRES_URL_VAR}: {e}")),
+            Engine::Postgres {
+                admin_url,
+                citus: true,
+            } => FreshDatabase::citus(admin_url, prefix)
+                .await
+                .unwrap_or_else(|e| panic!("create a database on {CITUS_URL_VAR}: {e}")),
         }
     }
 
@@ -148,15 +214,59 @@ impl FreshDatabase {
             url: with_database(admin_url, &name),
             engine: Engine::Postgres {
                 admin_url: admin_url.to_owned(),
+                citus: false,
             },
             place: Place::Postgres(admin_url.to_owned(), name),
         })
     }
 
+    /// A new database named `{prefix}_{uuid}` on the Citus coordinator of
+    /// `admin_url`, with the coordinator and the workers of the admin
+    /// database registered in it: a cluster ready for tally to distribute
+    /// its schema on. The cluster propagates `CREATE DATABASE` to the
+    /// workers and its template carries the extension
+    /// (`scripts/citus-cluster.sh`).
+    pub async fn citus(admin_url: &str, prefix: &str) -> Result<FreshDatabase, sqlx::Error> {
+        let mut database = FreshDatabase::postgres(admin_url, prefix).await?;
+        database.engine = Engine::Postgres {
+            admin_url: admin_url.to_owned(),
+            citus: true,
+        };
+        let mut admin = sqlx::PgConnection::connect(admin_url).await?;
+        let (coordinator_host, coordinator_port): (String, i32) =
+            sqlx::query_as("SELECT nodename, nodeport FROM pg_dist_node WHERE groupid = 0")
+                .fetch_one(&mut admin)
+                .await?;
+        let workers: Vec<(String, i32)> = sqlx::query_as(
+            "SELECT nodename, nodeport FROM pg_dist_node \
+             WHERE groupid <> 0 AND noderole = 'primary' ORDER BY nodeid",
+        )
+        .fetch_all(&mut admin)
+        .await?;
+        admin.close().await?;
+        let mut fresh = sqlx::PgConnection::connect(&database.url).await?;
+        sqlx::query("CREATE EXTENSION IF NOT EXISTS citus")
+            .execute(&mut fresh)
+            .await?;
+        sqlx::query("SELECT citus_set_coordinator_host($1, $2)")
+            .bind(&coordinator_host)
+            .bind(coordinator_port)
+            .execute(&mut fresh)
+            .await?;
+        for (host, port) in &workers {
+            sqlx::query("SELECT citus_add_node($1, $2)")
+                .bind(host)
+                .bind(port)
+                .execute(&mut fresh)
+                .await?;
+        }
+        fresh.close().await?;
+        Ok(database)
+    }
+
     /// A new PostgreSQL database if a server is configured ([`postgres_admin_url`]).
     pub async fn postgres_if_configured(prefix: &str) -> Option<FreshDatabase> {
-        let admin_url = postgres_admin_url()?;
-        Some(FreshDatabase::new(&Engine::Postgres { admin_url }, prefix).await)
+        Some(FreshDatabase::new(&Engine::postgres()?, prefix).await)
     }
 
     pub fn engine(&self) -> &Engine {

@@ -49,6 +49,16 @@ macro_rules! engine_tests {
                 }
             )*
         }
+        mod citus {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(engine) = $crate::common::Engine::citus() {
+                        super::$name(engine).await
+                    }
+                }
+            )*
+        }
     };
 }
 

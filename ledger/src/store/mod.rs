@@ -27,7 +27,7 @@ mod transaction;
 
 pub use accounts::{AccountFilter, AccountRow};
 pub use log::{EngineRef, LockedConnection, TenantLock};
-pub use postgres::PostgresStore;
+pub use postgres::{citus, PostgresStore};
 pub(crate) use read_ahead::ReadAhead;
 pub use rows::{
     fold_hold_row, hold_rows_sql, parse_decimal, AccountRange, BalanceRow, EntryFilter, PoolStats,

@@ -69,6 +69,9 @@ pub const DEFAULT_SKIP_LOOK_UPS_AFTER: usize = 1_000;
 pub fn default_committers(storage: &Storage) -> usize {
     match storage {
         Storage::Sqlite(_) => 1,
+        // A round spans tenants, and so nodes, on Citus: each group is its
+        // own transaction on its tenant's node there.
+        Storage::Postgres(s) if s.is_citus() => 0,
         Storage::Postgres(_) => 4,
     }
 }

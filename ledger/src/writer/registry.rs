@@ -41,9 +41,13 @@ impl Writers {
     /// Must be called inside a tokio runtime: it starts the committers.
     pub fn new(storage: Storage, config: WriterConfig) -> Self {
         let round_stats = Arc::<RoundStats>::default();
-        let committers = config
+        let mut committers = config
             .committers
             .unwrap_or_else(|| default_committers(&storage));
+        if matches!(&storage, Storage::Postgres(s) if s.is_citus()) && committers > 0 {
+            tracing::warn!(committers, "rounds across tenants are off on Citus");
+            committers = 0;
+        }
         let commits = (committers > 0)
             .then(|| SharedCommit::start(storage.clone(), committers, round_stats.clone()));
         Self {

@@ -91,40 +91,55 @@ impl EndpointRow {
         let now = now_micros();
         let id = new_id("we");
         let types = types_text(types);
-        let sql = format!(
+        // Each statement names the tenant as a scalar and holds no
+        // subquery, so Citus routes it to the tenant's node (it refuses
+        // subqueries inside an INSERT): the count, the head and whether
+        // other endpoints exist are read first, in the same transaction.
+        const COUNT: &str = "SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = $1";
+        const HEAD: &str = "SELECT seq FROM ledger_heads WHERE tenant_id = $1";
+        let insert = format!(
             "INSERT INTO webhook_endpoints ({COLUMNS}) \
-             SELECT $1, $2, $3, $4, $5, TRUE, NULL, $6, NULL, NULL, \
-               COALESCE((SELECT seq FROM ledger_heads WHERE tenant_id = $1), 0), $7, $7 \
-             WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = $1) < $8 \
+             VALUES ($1, $2, $3, $4, $5, TRUE, NULL, $6, NULL, NULL, $7, $8, $8) \
              RETURNING {COLUMNS}"
         );
+        // The checkpoint moves up to the new endpoint's start only when it
+        // is the tenant's first endpoint: events before it go to nobody.
         const CHECKPOINT: &str = "INSERT INTO projector_checkpoints (tenant_id, projector, seq) \
              VALUES ($1, 'webhooks', $2) \
              ON CONFLICT (tenant_id, projector) DO UPDATE SET seq = CASE \
-               WHEN projector_checkpoints.seq < excluded.seq AND NOT EXISTS ( \
-                 SELECT 1 FROM webhook_endpoints WHERE tenant_id = $1 AND id <> $3) \
+               WHEN projector_checkpoints.seq < excluded.seq AND $3 \
                THEN excluded.seq ELSE projector_checkpoints.seq END";
         let row: Option<EndpointRow> = in_write!(storage, tx => {
-            let row: Option<EndpointRow> = sqlx::query_as(&sql)
+            let existing: i64 = sqlx::query_scalar(COUNT)
                 .bind(tenant)
-                .bind(&id)
-                .bind(url)
-                .bind(&types)
-                .bind(description)
-                .bind(secret)
-                .bind(now)
-                .bind(MAX_ENDPOINTS_PER_TENANT)
-                .fetch_optional(&mut *tx)
+                .fetch_one(&mut *tx)
                 .await?;
-            if let Some(r) = &row {
+            if existing >= MAX_ENDPOINTS_PER_TENANT {
+                None
+            } else {
+                let head: Option<i64> = sqlx::query_scalar(HEAD)
+                    .bind(tenant)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let row: EndpointRow = sqlx::query_as(&insert)
+                    .bind(tenant)
+                    .bind(&id)
+                    .bind(url)
+                    .bind(&types)
+                    .bind(description)
+                    .bind(secret)
+                    .bind(head.unwrap_or(0))
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?;
                 sqlx::query(CHECKPOINT)
                     .bind(tenant)
-                    .bind(r.after_seq)
-                    .bind(&id)
+                    .bind(row.after_seq)
+                    .bind(existing == 0)
                     .execute(&mut *tx)
                     .await?;
+                Some(row)
             }
-            row
         });
         row.ok_or_else(|| {
             WebhookError::Invalid(tally_ledger::fields::ValidationErrors::single(

@@ -4,7 +4,7 @@
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
-use super::group_write::group_write;
+use super::group_write::{group_write, routed_group_write};
 use crate::amount::canonical;
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
@@ -49,6 +49,8 @@ pub(super) async fn keyed_entries(
 
 pub(crate) struct PgGroup {
     pub(crate) tx: Transaction<'static, Postgres>,
+    /// On a Citus coordinator: written by [`routed_group_write`].
+    pub(crate) routed: bool,
 }
 
 engine_group! {
@@ -185,8 +187,12 @@ impl PgGroup {
     }
 
     async fn write_all(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
-        let moved: i64 = group_write(write, &mut *self.tx).await?;
-        if moved != 1 {
+        let moved = if self.routed {
+            routed_group_write(write, &mut self.tx).await?
+        } else {
+            group_write(write, &mut *self.tx).await? == 1
+        };
+        if !moved {
             return Err(head_moved());
         }
         Ok(())

@@ -3,6 +3,7 @@
 //! and the UNIQUE constraint on (tenant_id, kind, upstream_id) stays the
 //! final arbiter. Amounts are NUMERIC, bound and read as exact text.
 
+pub mod citus;
 pub(super) mod columns;
 mod group;
 mod group_write;
@@ -24,11 +25,15 @@ use crate::LedgerError;
 use columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use group::keyed_entries;
 pub(crate) use group::PgGroup;
-use group_write::group_write;
+use group_write::{group_write, routed_group_write};
 
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: PgPool,
+    /// The database is a Citus coordinator (read from the catalog once, at
+    /// connect): every statement of a request's path then names one tenant
+    /// as a scalar, so Citus routes it to the tenant's node.
+    pub(crate) citus: bool,
 }
 
 /// PostgreSQL binds `recorded_at` as a timestamp.
@@ -94,6 +99,14 @@ fn connect_options(url: &str) -> Result<PgConnectOptions, LedgerError> {
     Ok(options.options([("jit", "off")]))
 }
 
+/// Applies tally's migrations. sqlx takes an advisory lock, so processes
+/// starting together migrate once.
+async fn migrate(pool: &PgPool) -> Result<(), LedgerError> {
+    super::migration_checksums::accept_reworded_postgres(pool).await?;
+    sqlx::migrate!("../migrations/postgres").run(pool).await?;
+    Ok(())
+}
+
 impl PostgresStore {
     pub async fn connect(url: &str, pool_size: u32) -> Result<Self, LedgerError> {
         let pool = super::rows::pool_options::<Postgres>(pool_size)
@@ -101,15 +114,23 @@ impl PostgresStore {
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(connect_options(url)?)
             .await?;
-        super::migration_checksums::accept_reworded_postgres(&pool).await?;
-        // sqlx takes an advisory lock, so processes starting together migrate once.
-        sqlx::migrate!("../migrations/postgres").run(&pool).await?;
-        Ok(Self { pool })
+        migrate(&pool).await?;
+        let citus = citus::has_citus(&pool).await?;
+        if citus {
+            citus::distribute(&pool).await?;
+        }
+        Ok(Self { pool, citus })
+    }
+
+    /// Whether this database is a Citus coordinator (docs/scaling.md).
+    pub fn is_citus(&self) -> bool {
+        self.citus
     }
 
     pub(super) async fn begin_group(&self) -> Result<PgGroup, LedgerError> {
         Ok(PgGroup {
             tx: self.pool.begin().await?,
+            routed: self.citus,
         })
     }
 
@@ -120,9 +141,17 @@ impl PostgresStore {
     /// head is no longer where the group was decided.
     pub(super) async fn write_alone(&self, write: &GroupWrite) -> Result<(), LedgerError> {
         let started = std::time::Instant::now();
-        let mut connection = self.pool.acquire().await?;
-        if group_write(write, &mut *connection).await? != 1 {
-            return Err(head_moved());
+        if self.citus {
+            let mut group = self.begin_group().await?;
+            if !routed_group_write(write, &mut group.tx).await? {
+                return Err(head_moved());
+            }
+            group.tx.commit().await?;
+        } else {
+            let mut connection = self.pool.acquire().await?;
+            if group_write(write, &mut *connection).await? != 1 {
+                return Err(head_moved());
+            }
         }
         tracing::debug!(
             entries = write.entries.len(),
