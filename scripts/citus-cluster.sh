@@ -63,19 +63,22 @@ start() {
         if [ ! -f "$dir/n$i/PG_VERSION" ]; then
             fresh=1
             as_postgres "$pgbin/initdb" -D "$dir/n$i" -A trust -U postgres >"$dir/n$i.initdb.log"
-            cat >>"$dir/n$i/postgresql.conf" <<CONF
+            echo "include_if_exists = 'tally.conf'" >>"$dir/n$i/postgresql.conf"
+        fi
+        # The node's settings, written anew at every start (a running node
+        # takes them at its next restart: `stop`, then `start`).
+        cat >"$dir/n$i/tally.conf" <<CONF
 shared_preload_libraries = 'citus'
 port = ${ports[$i]}
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
 max_connections = 300
+# A maintenance daemon per database and node: tests make many databases.
 max_worker_processes = 128
-fsync = on
 citus.enable_create_database_propagation = on
 citus.enable_unsafe_triggers = on
-citus.log_remote_commands = off
 CONF
-        fi
+        [ "$(id -u)" = 0 ] && chown postgres: "$dir/n$i/tally.conf"
         if ! running "$i"; then
             as_postgres "$pgbin/pg_ctl" -D "$dir/n$i" -l "$dir/n$i.log" -w -t 60 start >/dev/null
         fi

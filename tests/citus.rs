@@ -5,6 +5,8 @@
 //! rest of the suite runs on the cluster too, through `engine_tests!`.
 //! Skipped without a cluster, unless `TALLY_REQUIRE_CITUS=1`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::BTreeSet;
@@ -276,4 +278,118 @@ async fn db_distribute_refuses_sqlite() {
     let ledger = Ledger::new(Engine::Sqlite).await;
     let (ok, _, err) = ledger.tally(&["db", "distribute"]).await;
     assert!(!ok && err.contains("SQLite"), "{err}");
+}
+
+/// Every statement on a request's path is routed to one node: the server
+/// runs with `citus.multi_task_query_log_level = error`, under which Citus
+/// refuses any statement it would split into tasks on several shards, and
+/// a request of every kind must still be answered as on one server. (The
+/// background jobs' discovery queries span tenants on purpose and fail
+/// meanwhile; no request depends on them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_is_routed_to_one_node() {
+    let Some(engine) = Engine::citus() else {
+        return;
+    };
+    let ledger = Ledger::new(engine).await;
+    // Distributed first, by a process without the setting.
+    drop(ledger.server().await);
+    let key = ledger.key("routed", "post,read,admin,audit").await;
+    let url = format!(
+        "{}?options=-c%20citus.multi_task_query_log_level%3Derror",
+        ledger.database_url
+    );
+    let server = common::Server::start(&url, &[]).await;
+    let ok = |r: &common::Resp, what: &str| {
+        assert!(
+            (200..300).contains(&r.status),
+            "{what}: {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+    };
+    let put = server
+        .put(
+            "/v1/accounts/cust",
+            &key,
+            &serde_json::json!({"unit": "USD", "overdraft": "forbid"}),
+        )
+        .await;
+    ok(&put, "settings");
+    let posts = [
+        (
+            "/v1/payments",
+            serde_json::json!({"payment_id": "p1", "account": "cust", "amount": "10", "unit": "USD"}),
+        ),
+        (
+            "/v1/usage-debits",
+            serde_json::json!({"usage_record_id": "u1", "account": "cust", "amount": "1", "unit": "USD", "meter": "tokens", "quantity": "100"}),
+        ),
+        (
+            "/v1/usage-debits",
+            serde_json::json!({"usage_record_id": "u1", "account": "cust", "amount": "1", "unit": "USD", "meter": "tokens", "quantity": "100"}),
+        ),
+        (
+            "/v1/holds",
+            serde_json::json!({"hold_id": "h1", "account": "cust", "amount": "2", "unit": "USD", "ttl_seconds": 600}),
+        ),
+        (
+            "/v1/holds/h1/capture",
+            serde_json::json!({"capture_id": "c1", "amount": "1"}),
+        ),
+        (
+            "/v1/refunds",
+            serde_json::json!({"refund_id": "r1", "payment_id": "p1", "amount": "1"}),
+        ),
+        (
+            "/v1/batch",
+            serde_json::json!({"operations": [
+                {"type": "usage_debit", "usage_record_id": "b1", "account": "cust", "amount": "0.5", "unit": "USD"},
+                {"type": "usage_debit", "usage_record_id": "b2", "account": "other", "amount": "0.5", "unit": "USD"}
+            ]}),
+        ),
+        (
+            "/v1/webhook-endpoints",
+            serde_json::json!({"url": "https://example.com/hook", "event_types": ["entry.posted"]}),
+        ),
+    ];
+    for (path, body) in &posts {
+        ok(&server.post(path, &key, body).await, path);
+    }
+    let first = server.get("/v1/entries?upstream_id=u1", &key).await;
+    ok(&first, "entries");
+    let id = first.json()["entries"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let reversal = server
+        .post(
+            "/v1/reversals",
+            &key,
+            &serde_json::json!({"reversal_id": "rev1", "entry_id": id, "reason": "test"}),
+        )
+        .await;
+    ok(&reversal, "reversal");
+    for path in [
+        "/v1/accounts/cust/balance".to_owned(),
+        "/v1/accounts/cust".to_owned(),
+        "/v1/accounts?limit=10".to_owned(),
+        format!("/v1/entries/{id}"),
+        "/v1/entries?account=cust&limit=5".to_owned(),
+        "/v1/entries?status=rejected".to_owned(),
+        "/v1/entries?upstream_id=u1".to_owned(),
+        "/v1/holds/h1".to_owned(),
+        format!(
+            "/v1/accounts/cust/statement?from=2020-01-01T00:00:00Z&to={}",
+            chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ")
+        ),
+        "/v1/accounts/cust/usage".to_owned(),
+        "/v1/audit/head".to_owned(),
+        "/v1/webhook-endpoints".to_owned(),
+    ] {
+        ok(&server.get(&path, &key).await, &path);
+    }
+    drop(server);
+    let (ok_verify, out, err) = ledger.tally(&["verify"]).await;
+    assert!(ok_verify, "verify: {out}{err}");
 }

@@ -111,12 +111,12 @@ async fn a_transient_database_error_is_503_with_retry_after(engine: Engine) {
     let key = ledger.key("acme", "post,read").await;
     match engine {
         Engine::Postgres { .. } => {
-            let sql = std::net::SocketAddr::from(([127, 0, 0, 1], 5432));
+            let (authority, port) = common::server_of(&ledger.database_url);
+            let sql = std::net::SocketAddr::from(([127, 0, 0, 1], port));
             let proxy = Proxy::start(sql).await;
             let via_proxy = ledger
                 .database_url
-                .replacen("127.0.0.1:5432", &proxy.addr.to_string(), 1)
-                .replacen("localhost:5432", &proxy.addr.to_string(), 1);
+                .replacen(&authority, &proxy.addr.to_string(), 1);
             let server = Server::start(&via_proxy, &["--usage-interval-ms", "3600000"]).await;
             let r = server
                 .post("/v1/usage-debits", &key, &debit("u1", "cust", "1"))

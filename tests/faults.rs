@@ -440,17 +440,19 @@ async fn database_faults(engine: &Engine) -> Report {
     let (ledger, key) = fresh(engine).await;
     // PostgreSQL is reached through a proxy that can cut it off.
     let db_proxy = if engine.is_postgres() {
-        let pg: std::net::SocketAddr = "127.0.0.1:5432".parse().unwrap();
+        let (_, port) = common::server_of(&ledger.database_url);
+        let pg = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         Some(Proxy::start(pg).await)
     } else {
         None
     };
     let server = match &db_proxy {
         Some(p) => {
-            let via_proxy = ledger
-                .database_url
-                .replacen("127.0.0.1:5432", &p.addr.to_string(), 1)
-                .replacen("localhost:5432", &p.addr.to_string(), 1);
+            let via_proxy = ledger.database_url.replacen(
+                &common::server_of(&ledger.database_url).0,
+                &p.addr.to_string(),
+                1,
+            );
             Server::start(&via_proxy, &["--pool-size", "4"]).await
         }
         // The writer waits for a lock held by another process (SQLite's

@@ -25,7 +25,12 @@ fn migrations_dir(root: &str, engine: &Engine) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join(root)
-        .join(engine.name())
+        // A Citus coordinator runs PostgreSQL's migrations.
+        .join(if engine.is_postgres() {
+            "postgres"
+        } else {
+            "sqlite"
+        })
 }
 
 /// The version a migration file's name starts with (`0005_…` → 5).

@@ -262,7 +262,9 @@ async fn idle_tenant_writers_stop_and_come_back(engine: Engine) {
     let ledger = Ledger::new(engine).await;
     let acme = ledger.key("acme", "post,read").await;
     let globex = ledger.key("globex", "post,read").await;
-    let server = ledger.server_with(&["--writer-idle-ms", "100"]).await;
+    // Long enough that the scrape after the last post (slower on Citus,
+    // whose gauges read every shard) comes before the writer retires.
+    let server = ledger.server_with(&["--writer-idle-ms", "1500"]).await;
     for key in [&acme, &globex] {
         let r = server
             .post("/v1/usage-debits", key, &debit("u1", "cust", "1"))

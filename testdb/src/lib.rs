@@ -322,9 +322,21 @@ impl Drop for FreshDatabase {
 
 async fn drop_postgres(admin_url: &str, name: &str) -> Result<(), sqlx::Error> {
     let mut admin = sqlx::PgConnection::connect(admin_url).await?;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&mut admin)
-        .await?;
+    // On a Citus coordinator the drop goes to the workers too, where the
+    // coordinator's cached connections of the sessions just ended may
+    // linger a moment ("being accessed by other users"): tried again.
+    let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+    let mut tries = 0;
+    loop {
+        match sqlx::query(&drop).execute(&mut admin).await {
+            Ok(_) => break,
+            Err(_) if tries < 20 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
     admin.close().await
 }
 

@@ -183,6 +183,23 @@ impl Ledger {
     }
 }
 
+/// The `host:port` of a PostgreSQL URL and its port: a test's proxy
+/// stands in for that server (5432, or a Citus coordinator's own port).
+pub fn server_of(database_url: &str) -> (String, u16) {
+    let authority = database_url
+        .split('@')
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .expect("a postgres://user@host:port/db URL")
+        .to_owned();
+    let port = authority
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(5432);
+    (authority, port)
+}
+
 /// A running `tally serve`.
 pub struct Server {
     child: Child,
