@@ -35,7 +35,7 @@ pub fn canonical_entry(e: &StoredEntry) -> String {
     out.push('{');
     push_field(&mut out, "account", &e.account, false);
     push_field(&mut out, "amount", &canonical(e.amount), true);
-    push_field(&mut out, "balance_after", &canonical(e.balance_after), true);
+    push_field(&mut out, "balance_after", &e.balance_after.to_string(), true);
     push_field(&mut out, "credit_account", &e.credit_account, true);
     push_field(&mut out, "debit_account", &e.debit_account, true);
     push_field(&mut out, "fingerprint", &e.fingerprint, true);
@@ -139,7 +139,7 @@ mod tests {
         let v: Value = json!({
             "account": e.account,
             "amount": canonical(e.amount),
-            "balance_after": canonical(e.balance_after),
+            "balance_after": e.balance_after.to_string(),
             "credit_account": e.credit_account,
             "debit_account": e.debit_account,
             "fingerprint": e.fingerprint,

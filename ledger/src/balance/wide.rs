@@ -1,23 +1,23 @@
-//! Exact sums of any size, for the aggregates the writer does not decide.
+//! Exact sums of any size: every total the ledger stores or derives.
 //!
-//! A stored total stays inside the amount domain ([`super::total`]),
-//! but a usage summary adds up many quantities (a day of 28-digit token
-//! counts), and a statement's movements or a rebuild's partial sums add up
-//! subsets of an account's entries that are not prefixes of the log: these
-//! can legitimately pass 28 digits. [`WideDecimal`] holds
-//! them exactly: every input has at most 18 fractional digits, so a value
-//! is an integer count of 10^−18, kept in an `i128` while it fits (every
-//! realistic sum) and in a big integer beyond.
+//! An amount has at most 28 significant digits, but a total has no digit
+//! limit: an account's `debits` and `credits` only grow, a usage summary
+//! adds up many quantities, a statement's movements or a rebuild's partial
+//! sums add up subsets of an account's entries (docs/ledger-rules.md,
+//! "Limits"). [`WideDecimal`] holds them exactly: every input has at most
+//! 18 fractional digits, so a value is an integer count of 10^−18, kept in
+//! an `i128` while it fits (every realistic sum, up to ~1.7 × 10^20) and in
+//! a big integer beyond, so the common path costs an `i128` addition.
 
 use std::fmt;
-use std::ops::{Add, AddAssign, Neg, Sub};
+use std::ops::{Add, AddAssign, Neg, Sub, SubAssign};
 
-use super::total::{self, MAX_FRACTIONAL_DIGITS};
 use num_bigint::BigInt;
 use rust_decimal::Decimal;
 
-/// The fixed scale of a [`WideDecimal`]: 10^−18 is its unit.
-const SCALE: u32 = MAX_FRACTIONAL_DIGITS;
+/// The fixed scale of a [`WideDecimal`]: 10^−18 is its unit (the most
+/// fractional digits an amount may have, `crate::amount`).
+const SCALE: u32 = 18;
 
 /// An exact decimal of any size with at most 18 fractional digits.
 ///
@@ -103,19 +103,11 @@ impl WideDecimal {
         matches!(self, WideDecimal::Small(0))
     }
 
-    /// The value as a `Decimal` if it is inside the amount domain.
-    pub fn to_decimal(&self) -> Option<Decimal> {
-        let d = match self {
-            WideDecimal::Small(v) => Decimal::try_from_i128_with_scale(*v, SCALE).ok(),
-            WideDecimal::Big(_) => None,
-        };
-        // A value past 96 bits at scale 18 may still be in the domain at a
-        // smaller scale (10^27): its canonical text tells.
-        let d = match d {
-            Some(d) => d,
-            None => Decimal::from_str_exact(&self.to_string()).ok()?,
-        };
-        total::add(d, Decimal::ZERO)
+    pub fn is_negative(&self) -> bool {
+        match self {
+            WideDecimal::Small(v) => *v < 0,
+            WideDecimal::Big(v) => v.sign() == num_bigint::Sign::Minus,
+        }
     }
 }
 
@@ -141,6 +133,12 @@ impl Add for WideDecimal {
 impl AddAssign<&WideDecimal> for WideDecimal {
     fn add_assign(&mut self, other: &WideDecimal) {
         *self = &*self + other;
+    }
+}
+
+impl SubAssign<&WideDecimal> for WideDecimal {
+    fn sub_assign(&mut self, other: &WideDecimal) {
+        *self = &*self - other;
     }
 }
 

@@ -50,7 +50,6 @@ use plan::{plan, Plan, RecordChange};
 
 pub use decision::{Decision, Refusal};
 pub use holds::MAX_HOLD_HORIZON_DAYS;
-pub use limits::TOTAL_OUT_OF_RANGE;
 pub use replay::decide_existing;
 pub use state::{GroupOutcome, GroupState};
 
@@ -112,10 +111,7 @@ fn decide_one(
     let balances = if plan.rejection.is_none() {
         match new_balances(state, &plan) {
             Ok(balances) => balances,
-            Err(message) => {
-                plan.reject(TOTAL_OUT_OF_RANGE, message);
-                Vec::new()
-            }
+            Err(refusal) => return Decision::Refused(refusal),
         }
     } else {
         Vec::new()

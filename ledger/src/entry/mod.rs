@@ -12,6 +12,7 @@ pub use usage_columns::{
 };
 
 use crate::amount::canonical;
+use crate::wide::WideDecimal;
 use crate::intent::EntryKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -60,7 +61,8 @@ pub struct StoredEntry {
     pub fingerprint: String,
     /// Truncated to microseconds, the precision both engines keep.
     pub recorded_at: DateTime<Utc>,
-    pub balance_after: Decimal,
+    /// The account's `posted` after this entry: a total, exact at any size.
+    pub balance_after: WideDecimal,
     pub prev_hash: String,
     pub hash: String,
 }
@@ -243,7 +245,7 @@ impl StoredEntry {
             fingerprint: self.fingerprint.clone(),
             prev_hash: self.prev_hash.clone(),
             hash: self.hash.clone(),
-            balance_after: canonical(self.balance_after),
+            balance_after: self.balance_after.to_string(),
             details,
             reversed_by: None,
         }

@@ -127,7 +127,7 @@ fn a_seq_prefix_folds_as_the_log_fold_does() {
                 .unwrap_or_default();
             assert_eq!(
                 f.balance(),
-                WideBalance::from(&want),
+                want,
                 "{account} after {n} entries"
             );
         }

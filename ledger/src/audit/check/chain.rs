@@ -99,8 +99,8 @@ impl ExportChecker {
                     seq,
                     format!(
                         "balance_after is {} but the entries before it add up to {} for {} ({})",
-                        canonical(e.balance_after),
-                        canonical(posted),
+                        e.balance_after.to_string(),
+                        posted,
                         e.account,
                         e.unit
                     ),

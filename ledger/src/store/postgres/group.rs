@@ -161,9 +161,9 @@ impl PgGroup {
     ) -> Result<(), LedgerError> {
         let accounts: Vec<&str> = rows.iter().map(|r| r.0).collect();
         let units: Vec<&str> = rows.iter().map(|r| r.1).collect();
-        let amounts = |f: fn(&AccountBalance) -> rust_decimal::Decimal| {
+        let amounts = |f: fn(&AccountBalance) -> &crate::wide::WideDecimal| {
             rows.iter()
-                .map(|r| canonical(f(&r.2)))
+                .map(|r| f(&r.2).to_string())
                 .collect::<Vec<String>>()
         };
         sqlx::query(
@@ -176,9 +176,9 @@ impl PgGroup {
         .bind(tenant)
         .bind(&accounts)
         .bind(&units)
-        .bind(amounts(|b| b.debits))
-        .bind(amounts(|b| b.credits))
-        .bind(amounts(|b| b.held))
+        .bind(amounts(|b| &b.debits))
+        .bind(amounts(|b| &b.credits))
+        .bind(amounts(|b| &b.held))
         .execute(&mut *self.tx)
         .await?;
         Ok(())
