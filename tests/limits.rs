@@ -135,7 +135,6 @@ async fn every_read_answers(ledger: &Ledger, server: &Server, key: &str, account
     assert_eq!(r.json()["status"], "verified", "{r:?}");
 }
 
-
 /// The URL-encoded present, for `to=` and `as_of=`.
 fn now() -> String {
     chrono::Utc::now()
@@ -219,7 +218,13 @@ async fn two_debits_of_28_nines_leave_the_account_open_and_every_read_exact(engi
     }
     let b = server.balance(&key, "cust").await;
     assert_eq!(
-        (&b["debits"], &b["credits"], &b["posted"], &b["held"], &b["available"]),
+        (
+            &b["debits"],
+            &b["credits"],
+            &b["posted"],
+            &b["held"],
+            &b["available"]
+        ),
         (
             &json!("19999999999999999999999999999.25"),
             &json!("0"),
@@ -236,7 +241,10 @@ async fn two_debits_of_28_nines_leave_the_account_open_and_every_read_exact(engi
         &json!({"capture_id": "c1", "amount": NINES}),
     )
     .await;
-    assert_eq!(capture["balance_after"], "-29999999999999999999999999998.25");
+    assert_eq!(
+        capture["balance_after"],
+        "-29999999999999999999999999998.25"
+    );
     posted(
         &server,
         "/v1/holds/h2/release",
@@ -264,7 +272,13 @@ async fn two_debits_of_28_nines_leave_the_account_open_and_every_read_exact(engi
     assert_eq!(tiny["balance_after"], closing);
     let b = server.balance(&key, "cust").await;
     assert_eq!(
-        (&b["debits"], &b["credits"], &b["posted"], &b["held"], &b["available"]),
+        (
+            &b["debits"],
+            &b["credits"],
+            &b["posted"],
+            &b["held"],
+            &b["available"]
+        ),
         (
             &json!("29999999999999999999999999998.25"),
             &json!("1.250000000000000001"),
@@ -478,10 +492,7 @@ async fn a_revenue_account_past_28_digits_takes_debits_after_a_restart(engine: E
         .get("/v1/accounts/@revenue/balance?unit=USD", &key)
         .await;
     assert_eq!(revenue.status, 200, "{revenue:?}");
-    assert_eq!(
-        revenue.json()["credits"],
-        "19999999999999999999999999998.5"
-    );
+    assert_eq!(revenue.json()["credits"], "19999999999999999999999999998.5");
     every_read_answers(&ledger, &server, &key, "@revenue").await;
     every_read_answers(&ledger, &server, &key, "a").await;
 }
@@ -695,12 +706,6 @@ async fn a_29_digit_total_stored_by_an_earlier_version_reads_and_takes_writes(en
         let r = server.get(path, &key).await;
         assert_eq!(r.status, 200, "{path}: {r:?}");
     }
-    let r = posted(
-        &server,
-        "/v1/usage-debits",
-        &key,
-        &debit("u2", "cust", "1"),
-    )
-    .await;
+    let r = posted(&server, "/v1/usage-debits", &key, &debit("u2", "cust", "1")).await;
     assert_eq!(r["balance_after"], "-19999999999999999999999999999");
 }

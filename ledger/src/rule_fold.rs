@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
-use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
 use crate::entry::{EntryStatus, StoredEntry};

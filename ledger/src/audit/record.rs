@@ -149,12 +149,14 @@ impl<'a> EntryRecord<'a> {
             fingerprint: self.fingerprint.clone().into_owned(),
             recorded_at,
             // A total: plain decimal text of any size.
-            balance_after: crate::wide::WideDecimal::parse(&self.balance_after).ok_or_else(|| {
-                format!(
+            balance_after: crate::wide::WideDecimal::parse(&self.balance_after).ok_or_else(
+                || {
+                    format!(
                     "balance_after {:?} is not a plain decimal with at most 18 fractional digits",
                     self.balance_after
                 )
-            })?,
+                },
+            )?,
             prev_hash: self.prev_hash.clone().into_owned(),
             hash: self.hash.clone().into_owned(),
         })

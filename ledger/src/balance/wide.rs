@@ -136,6 +136,13 @@ impl AddAssign<&WideDecimal> for WideDecimal {
     }
 }
 
+impl From<i64> for WideDecimal {
+    fn from(v: i64) -> Self {
+        // |i64| × 10^18 < 9.3 × 10^36 < i128::MAX.
+        WideDecimal::Small(i128::from(v) * 10i128.pow(SCALE))
+    }
+}
+
 impl SubAssign<&WideDecimal> for WideDecimal {
     fn sub_assign(&mut self, other: &WideDecimal) {
         *self = &*self - other;

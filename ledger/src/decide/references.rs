@@ -90,8 +90,10 @@ pub(super) fn refund(
                 ),
             );
     }
-    p.on_posted
-        .push(RecordChange::SetRefunded(payment_id.to_owned(), exact_total));
+    p.on_posted.push(RecordChange::SetRefunded(
+        payment_id.to_owned(),
+        exact_total,
+    ));
     Ok(p)
 }
 

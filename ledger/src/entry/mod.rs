@@ -12,8 +12,8 @@ pub use usage_columns::{
 };
 
 use crate::amount::canonical;
-use crate::wide::WideDecimal;
 use crate::intent::EntryKind;
+use crate::wide::WideDecimal;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -277,7 +277,7 @@ mod tests {
             recorded_at: DateTime::parse_from_rfc3339("2026-12-01T10:00:00.123456Z")
                 .unwrap()
                 .with_timezone(&Utc),
-            balance_after: Decimal::new(-150, 2),
+            balance_after: WideDecimal::parse("-1.50").unwrap(),
             prev_hash: "0".repeat(64),
             hash: "1".repeat(64),
         }

@@ -114,7 +114,7 @@ pub(super) async fn fold(
         super::fold_hold(&mut log, &r)?;
     }
     drop(rows);
-    merge_postings(&mut log.balances, join_folds(tasks).await?)?;
+    merge_postings(&mut log.balances, join_folds(tasks).await?);
     Ok(log.balances)
 }
 

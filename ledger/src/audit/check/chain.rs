@@ -99,7 +99,7 @@ impl ExportChecker {
                     seq,
                     format!(
                         "balance_after is {} but the entries before it add up to {} for {} ({})",
-                        e.balance_after.to_string(),
+                        e.balance_after,
                         posted,
                         e.account,
                         e.unit

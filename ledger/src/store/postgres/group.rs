@@ -5,7 +5,6 @@ use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use super::group_write::group_write;
-use crate::amount::canonical;
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::intent::EntryKind;
