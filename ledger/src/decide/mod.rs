@@ -23,7 +23,7 @@
 //!   - `debits.rs`: usage debits, payments, transfers, adjustments;
 //!   - `holds.rs`: holds, captures, releases and expiry;
 //!   - `references.rs`: account settings, refunds, reversals.
-//! - `limits.rs`: totals in the amount domain, units, overdraft floors.
+//! - `limits.rs`: the new balances (exact, no ceiling), units, overdraft floors.
 //! - `append.rs`: the entry, its effects and the chain's new head.
 //! - `state.rs` and `decision.rs`: the state a group is decided on, what it
 //!   writes, and the answer to each intent.
