@@ -220,8 +220,7 @@ pub async fn verify_log(
                     e.seq,
                     format!(
                         "balance_after is {} but the log folds to {}",
-                        e.balance_after,
-                        posted
+                        e.balance_after, posted
                     ),
                 ));
                 break;

@@ -99,10 +99,7 @@ impl ExportChecker {
                     seq,
                     format!(
                         "balance_after is {} but the entries before it add up to {} for {} ({})",
-                        e.balance_after,
-                        posted,
-                        e.account,
-                        e.unit
+                        e.balance_after, posted, e.account, e.unit
                     ),
                 );
             }
