@@ -91,10 +91,21 @@ impl WideDecimal {
         if frac.len() > SCALE as usize {
             return None;
         }
-        let digits = format!("{int}{frac:0<width$}", width = SCALE as usize);
-        let value = match digits.parse::<i128>() {
-            Ok(v) => WideDecimal::Small(v),
-            Err(_) => WideDecimal::from_big(digits.parse::<BigInt>().ok()?),
+        // Every stored total is read through here: the common case (an
+        // `i128`) is accumulated digit by digit, without allocating.
+        let small = || {
+            let mut v: i128 = 0;
+            for b in int.bytes().chain(frac.bytes()) {
+                v = v.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+            }
+            v.checked_mul(10i128.checked_pow(SCALE - frac.len() as u32)?)
+        };
+        let value = match small() {
+            Some(v) => WideDecimal::Small(v),
+            None => {
+                let digits = format!("{int}{frac:0<width$}", width = SCALE as usize);
+                WideDecimal::from_big(digits.parse::<BigInt>().ok()?)
+            }
         };
         Some(if negative { -value } else { value })
     }
@@ -202,13 +213,33 @@ impl fmt::Display for WideDecimal {
     /// The canonical text: no exponent, no trailing fractional zeros, `0`
     /// for zero (the same text `amount::canonical` gives a `Decimal`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (negative, digits) = match self {
-            WideDecimal::Small(v) => (*v < 0, v.unsigned_abs().to_string()),
-            WideDecimal::Big(v) => (
-                v.sign() == num_bigint::Sign::Minus,
-                v.magnitude().to_string(),
-            ),
+        let big = match self {
+            // Every stored total is written through here: the common case
+            // splits the `i128` arithmetically, without allocating.
+            WideDecimal::Small(v) => {
+                const ONE: u128 = 10u128.pow(SCALE);
+                let magnitude = v.unsigned_abs();
+                let (int, mut frac) = (magnitude / ONE, magnitude % ONE);
+                if *v < 0 {
+                    f.write_str("-")?;
+                }
+                write!(f, "{int}")?;
+                if frac != 0 {
+                    let mut width = SCALE as usize;
+                    while frac % 10 == 0 {
+                        frac /= 10;
+                        width -= 1;
+                    }
+                    write!(f, ".{frac:0width$}")?;
+                }
+                return Ok(());
+            }
+            WideDecimal::Big(v) => v,
         };
+        let (negative, digits) = (
+            big.sign() == num_bigint::Sign::Minus,
+            big.magnitude().to_string(),
+        );
         let digits = format!("{digits:0>width$}", width = SCALE as usize + 1);
         let (int, frac) = digits.split_at(digits.len() - SCALE as usize);
         let frac = frac.trim_end_matches('0');
