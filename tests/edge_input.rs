@@ -168,9 +168,8 @@ async fn numbers_with_extreme_exponents_are_exact_or_refused(engine: Engine) {
     }
     assert!(entries(&server, &key).await.is_empty(), "a refusal wrote");
 
-    // Inputs that are legal once normalised are booked exactly. Each credits
-    // its own system account: together they would take one `@revenue` past
-    // the domain of totals (`total_out_of_range`, tests/limits.rs).
+    // Inputs that are legal once normalised are booked exactly, each on its
+    // own system account so that every `balance_after` is the input alone.
     for (i, (n, want)) in [
         ("1000e-3", "1"),
         ("0.001e3", "1"),

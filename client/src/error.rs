@@ -63,7 +63,9 @@ pub enum ClientError {
         entry: Box<Entry>,
         problem: Box<Problem>,
     },
-    /// 422 `total_out_of_range`, a stored rejection.
+    /// 422 `total_out_of_range`, a stored rejection: only the replay of an
+    /// entry an earlier server version rejected (totals no longer have a
+    /// digit limit).
     #[error("{problem}")]
     TotalOutOfRange {
         entry: Box<Entry>,

@@ -35,7 +35,12 @@ pub fn canonical_entry(e: &StoredEntry) -> String {
     out.push('{');
     push_field(&mut out, "account", &e.account, false);
     push_field(&mut out, "amount", &canonical(e.amount), true);
-    push_field(&mut out, "balance_after", &canonical(e.balance_after), true);
+    push_field(
+        &mut out,
+        "balance_after",
+        &e.balance_after.to_string(),
+        true,
+    );
     push_field(&mut out, "credit_account", &e.credit_account, true);
     push_field(&mut out, "debit_account", &e.debit_account, true);
     push_field(&mut out, "fingerprint", &e.fingerprint, true);
@@ -139,7 +144,7 @@ mod tests {
         let v: Value = json!({
             "account": e.account,
             "amount": canonical(e.amount),
-            "balance_after": canonical(e.balance_after),
+            "balance_after": e.balance_after.to_string(),
             "credit_account": e.credit_account,
             "debit_account": e.debit_account,
             "fingerprint": e.fingerprint,
@@ -177,7 +182,7 @@ mod tests {
             params: r#"{"account":"cust","metadata":{"q":"a\"b"}}"#.into(),
             fingerprint: "sha256:00".into(),
             recorded_at: Utc.timestamp_opt(1_764_410_400, 123_456_000).unwrap(),
-            balance_after: Decimal::from_str("-1.5").unwrap(),
+            balance_after: crate::wide::WideDecimal::parse("-1.5").unwrap(),
             prev_hash: String::new(),
             hash: String::new(),
         };

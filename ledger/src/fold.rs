@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use crate::balance::{BalanceProjection, Posting};
+use crate::wide::WideDecimal;
 use rust_decimal::Decimal;
 
 use crate::entry::{EntryStatus, StoredEntry};
@@ -41,11 +42,14 @@ pub struct LogFold {
     pub open_holds: HashMap<String, OpenHold>,
 }
 
-fn corrupt_overflow(o: crate::balance::BalanceOverflow) -> LedgerError {
-    LedgerError::Corrupt(format!(
-        "a total of {} leaves the amount domain (28 significant digits, 18 fractional)",
-        o.account
-    ))
+/// The exact value of a stored amount. The amount parser admits at most 18
+/// fractional digits, so an amount with more is a corrupt row.
+fn exact(amount: Decimal, upstream_id: &str) -> Result<WideDecimal, LedgerError> {
+    WideDecimal::from_decimal(amount).ok_or_else(|| {
+        LedgerError::Corrupt(format!(
+            "amount {amount} of {upstream_id} has more than 18 fractional digits"
+        ))
+    })
 }
 
 impl LogFold {
@@ -59,14 +63,12 @@ impl LogFold {
             return Ok(());
         }
         if moves_money(e.kind) {
-            self.balances
-                .apply(&Posting {
-                    debit_account: &e.debit_account,
-                    credit_account: &e.credit_account,
-                    amount: e.amount,
-                    unit: &e.unit,
-                })
-                .map_err(corrupt_overflow)?;
+            self.balances.apply(&Posting {
+                debit_account: &e.debit_account,
+                credit_account: &e.credit_account,
+                amount: &exact(e.amount, &e.upstream_id)?,
+                unit: &e.unit,
+            });
         }
         self.apply_holds(
             e.kind,
@@ -94,8 +96,7 @@ impl LogFold {
             EntryKind::AccountSettings => self.balances.touch(account, unit),
             EntryKind::Hold => {
                 self.balances
-                    .add_held(account, unit, amount)
-                    .map_err(corrupt_overflow)?;
+                    .add_held(account, unit, &exact(amount, upstream_id)?);
                 self.open_holds.insert(
                     upstream_id.to_owned(),
                     OpenHold {
@@ -121,9 +122,8 @@ impl LogFold {
                         kind.as_str()
                     ))
                 })?;
-                self.balances
-                    .add_held(&hold.account, &hold.unit, -hold.amount)
-                    .map_err(corrupt_overflow)?;
+                let released = -exact(hold.amount, &hold_id)?;
+                self.balances.add_held(&hold.account, &hold.unit, &released);
             }
             _ => {}
         }

@@ -9,13 +9,13 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
-use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::intent::EntryKind;
 use crate::names::{REVENUE_ACCOUNT, SERVER_KEY_PREFIX};
 use crate::state::{AccountSettings, HoldRecord, HoldStatus, Overdraft, StateKey, StateValue};
+use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 /// The kinds of entry that change rule state, for SQL filters; the others
@@ -155,13 +155,13 @@ impl RuleFold {
                 let payment_id =
                     text("payment_id").ok_or_else(|| corrupt(e, "names no payment_id"))?;
                 let key = StateKey::Refunded(payment_id.to_owned());
-                let before = match self.records.get(&key) {
-                    Some(StateValue::Refunded(d)) => *d,
-                    _ => Decimal::ZERO,
+                let amount = WideDecimal::from_decimal(e.amount)
+                    .ok_or_else(|| corrupt(e, "has more than 18 fractional digits"))?;
+                // Added exactly, like the writer: `checked_add` would round.
+                let total = match self.records.get(&key) {
+                    Some(StateValue::Refunded(before)) => before + &amount,
+                    _ => amount,
                 };
-                let total = before
-                    .checked_add(e.amount)
-                    .ok_or_else(|| corrupt(e, "refunded total overflows"))?;
                 self.records.insert(key, StateValue::Refunded(total));
             }
             EntryKind::Reversal => {

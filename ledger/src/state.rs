@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 
 use crate::amount::{canonical, parse_exact};
 use crate::recorded_at::format_recorded_at;
+use crate::wide::WideDecimal;
 
 /// How far below zero an account's `available` balance may go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -197,7 +198,8 @@ impl StateKey {
 pub enum StateValue {
     Account(AccountSettings),
     Hold(HoldRecord),
-    Refunded(Decimal),
+    /// A payment's refunded total; exact at any size like every total.
+    Refunded(WideDecimal),
     /// The id of the reversal entry.
     ReversedBy(String),
 }
@@ -232,7 +234,7 @@ impl StateValue {
                 }),
                 (h.status == HoldStatus::Open).then(|| format_recorded_at(&h.expires_at)),
             ),
-            StateValue::Refunded(d) => (json!(canonical(*d)), None),
+            StateValue::Refunded(d) => (json!(d.to_string()), None),
             StateValue::ReversedBy(id) => (json!(id), None),
         };
         StateRow {
@@ -271,13 +273,8 @@ impl StateValue {
                 entry_id: s("entry_id")?,
                 closed_by: s("closed_by"),
             }),
-            // A refunded total stored before totals were kept inside the
-            // amount domain may have 29 digits: read exactly all the same.
-            StateKey::Refunded(_) => StateValue::Refunded(
-                parse_exact(v.as_str()?, false)
-                    .ok()
-                    .or_else(|| rust_decimal::Decimal::from_str_exact(v.as_str()?).ok())?,
-            ),
+            // Plain decimal text of any size (a total has no digit limit).
+            StateKey::Refunded(_) => StateValue::Refunded(WideDecimal::parse(v.as_str()?)?),
             StateKey::Reversal(_) => StateValue::ReversedBy(v.as_str()?.to_owned()),
         })
     }

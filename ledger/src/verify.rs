@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::amount::canonical;
 use crate::balance::BalanceProjection;
 use crate::chain::{entry_hash, Head, GENESIS_HASH};
 use crate::entry::StoredEntry;
@@ -221,8 +220,7 @@ pub async fn verify_log(
                     e.seq,
                     format!(
                         "balance_after is {} but the log folds to {}",
-                        canonical(e.balance_after),
-                        canonical(posted)
+                        e.balance_after, posted
                     ),
                 ));
                 break;

@@ -13,9 +13,7 @@
 use std::collections::HashSet;
 
 use chrono::NaiveDate;
-use rust_decimal::Decimal;
 use sqlx::{ColumnIndex, Decode, Row, Type};
-use tally_ledger::amount::parse_exact;
 use tally_ledger::balance::{AccountBalance, BalanceProjection};
 use tally_ledger::entry::DAY_FORMAT;
 use tally_ledger::wide::WideDecimal;
@@ -73,9 +71,9 @@ pub(crate) fn balance_changes<'a>(
         match fold.get(&row.account, &row.unit) {
             None => remove.push((row.account.clone(), row.unit.clone())),
             Some(b) => {
-                if equal(&row.debits, b.debits)
-                    && equal(&row.credits, b.credits)
-                    && equal(&row.held, b.held)
+                if equal_wide(&row.debits, &b.debits)
+                    && equal_wide(&row.credits, &b.credits)
+                    && equal_wide(&row.held, &b.held)
                 {
                     same.insert((row.account.as_str(), row.unit.as_str()));
                 }
@@ -169,10 +167,6 @@ pub(crate) fn usage_changes(stored: Vec<StoredUsage>, fold: &UsageFold) -> Usage
     UsageChanges { write, remove }
 }
 
-fn equal(stored: &str, value: Decimal) -> bool {
-    parse_exact(stored, false).is_ok_and(|d| d == value)
-}
-
 fn equal_wide(stored: &str, value: &WideDecimal) -> bool {
     WideDecimal::parse(stored).is_some_and(|d| &d == value)
 }
@@ -198,8 +192,8 @@ mod tests {
     use super::*;
     use tally_ledger::balance::Side;
 
-    fn dec(s: &str) -> Decimal {
-        s.parse().unwrap()
+    fn wide(s: &str) -> WideDecimal {
+        WideDecimal::parse(s).unwrap()
     }
 
     fn stored_balance(account: &str, debits: &str, credits: &str, held: &str) -> StoredBalance {
@@ -222,7 +216,7 @@ mod tests {
             ("missing", "4"),
             ("broken", "5"),
         ] {
-            fold.add(account, "USD", Side::Debit, dec(debit)).unwrap();
+            fold.add(account, "USD", Side::Debit, &wide(debit));
         }
         let stored = [
             stored_balance("same", "1.5", "0", "0"),
@@ -240,8 +234,8 @@ mod tests {
             .iter()
             .find(|(a, _, _)| *a == "changed")
             .unwrap();
-        assert_eq!(changed.2.debits, dec("3"));
-        assert_eq!(changed.2.credits, Decimal::ZERO);
+        assert_eq!(changed.2.debits, wide("3"));
+        assert_eq!(changed.2.credits, WideDecimal::ZERO);
         assert_eq!(changes.remove, [("extra".to_owned(), "USD".to_owned())]);
     }
 

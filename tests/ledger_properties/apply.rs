@@ -439,9 +439,9 @@ fn match_refusal(alts: &[Alt], a: &Answer, code: &str) -> Result<bool, String> {
         )
     });
     // A 422 that names `counter_account` as its invalid field is the
-    // policy's answer even where a rule could also refuse (a total past 28
-    // digits): taking it as the rule's would learn that the server accepts
-    // the counter account, and fail its next refusal.
+    // policy's answer even where a rule could also refuse: taking it as the
+    // rule's would learn that the server accepts the counter account, and
+    // fail its next refusal.
     let refuses_counter = a.status == 422
         && code == "invalid_request"
         && a.body["errors"]

@@ -17,18 +17,6 @@ pub const MAX_DIGITS: usize = 28;
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
 pub struct Fx(BigInt);
 
-/// Whether the server's exact decimal type can hold a value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Fit {
-    /// At most 28 significant digits: a legal amount, so legal as a total.
-    Fine,
-    /// Representable by `rust_decimal` (mantissa below 2^96) but longer
-    /// than an amount: the server may take it or refuse it, by its choice.
-    Long,
-    /// Not representable exactly: the server must refuse what leads to it.
-    Beyond,
-}
-
 impl Fx {
     pub fn zero() -> Fx {
         Fx(BigInt::default())
@@ -117,20 +105,6 @@ impl Fx {
         let padded = format!("{digits:0>width$}", width = scale + 1);
         let (int, frac) = padded.split_at(padded.len() - scale);
         format!("{sign}{int}.{frac}")
-    }
-
-    pub fn fit(&self) -> Fit {
-        let (digits, _) = self.normalized();
-        if digits.len() <= MAX_DIGITS {
-            return Fit::Fine;
-        }
-        let mantissa: BigInt = digits.parse().expect("digits");
-        // rust_decimal: a 96-bit mantissa and a scale of at most 28.
-        if mantissa < (BigInt::from(1) << 96) {
-            Fit::Long
-        } else {
-            Fit::Beyond
-        }
     }
 }
 
@@ -253,20 +227,16 @@ mod tests {
     }
 
     #[test]
-    fn fits_follow_the_digits() {
-        let nines = Fx::parse(&"9".repeat(28)).unwrap();
-        assert_eq!(nines.fit(), Fit::Fine);
-        assert_eq!(nines.add(&nines).fit(), Fit::Long);
-        let big = Fx::parse("79228162514264337593543950336").unwrap();
-        assert_eq!(big.fit(), Fit::Beyond);
-        let long_fraction = Fx::parse("10000000000.000000000000000001").unwrap();
-        assert_eq!(long_fraction.fit(), Fit::Long);
-        let longer = Fx::parse("100000000000.000000000000000001").unwrap();
-        assert_eq!(longer.fit(), Fit::Beyond);
+    fn canonical_text_has_no_trailing_zeros_and_no_exponent() {
         assert_eq!(Fx::parse("-0.50").unwrap().canonical(), "-0.5");
         assert_eq!(
             Fx::parse("0.000000000000000001").unwrap().canonical(),
             "0.000000000000000001"
+        );
+        let nines = Fx::parse(&"9".repeat(28)).unwrap();
+        assert_eq!(
+            nines.add(&nines).canonical(),
+            "19999999999999999999999999998"
         );
     }
 }

@@ -5,9 +5,8 @@
 //! Where the rules leave a choice to the server, or timing does (a short
 //! hold may expire between two requests), the model allows every answer the
 //! rules permit and learns from the one it gets:
-//! - a total that would need more than 28 significant digits may be taken
-//!   or refused (any 422), one that `rust_decimal` cannot hold must be
-//!   refused;
+//! - totals have no ceiling: an entry whose totals grow past 28 digits (or
+//!   past what `rust_decimal` holds) must post, exactly;
 //! - a system counter account other than the kind's default may be refused
 //!   with 422 (consistently: the first answer fixes the policy);
 //! - a hold whose `expires_at` has passed may or may not have been released
@@ -19,7 +18,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value;
 
 pub use super::call::{Call, HoldExpiry};
-use super::fx::{reference_value, Fit, Fx};
+use super::fx::{reference_value, Fx};
 use super::gen::Amt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -808,7 +807,7 @@ impl Model {
         pre
     }
 
-    /// Applies the floor and the range of totals to each rule outcome.
+    /// Applies the floor to each rule outcome.
     fn finish(&self, e: Effect, rules: Vec<Rule>, floor: bool, w: &Window) -> Vec<Alt> {
         let mut alts = Vec::new();
         for rule in rules {
@@ -831,23 +830,10 @@ impl Model {
                             learn: None,
                         });
                     }
+                    // Totals have no ceiling (docs/ledger-rules.md,
+                    // "Limits"): whatever size they reach, the entry posts.
                     if may_pass {
-                        let fit = self.fit(&e, w);
-                        if fit != Fit::Beyond {
-                            alts.push(Alt::Post(Box::new(e.clone())));
-                        }
-                        if fit != Fit::Fine {
-                            alts.push(Alt::Refuse {
-                                status: 422,
-                                code: None,
-                                counter: None,
-                            });
-                            alts.push(Alt::Reject {
-                                code: None,
-                                effect: Box::new(e.clone()),
-                                learn: None,
-                            });
-                        }
+                        alts.push(Alt::Post(Box::new(e.clone())));
                     }
                 }
             }
@@ -872,90 +858,4 @@ impl Model {
         let worst = posted.sub(&most).sub(taken);
         (best >= floor, worst < floor)
     }
-
-    /// How well every total the entry changes fits the decimal type.
-    fn fit(&self, e: &Effect, w: &Window) -> Fit {
-        let mut values: Vec<Fx> = Vec::new();
-        let get = |a: &str| {
-            self.bal
-                .get(&(a.to_owned(), e.unit.clone()))
-                .cloned()
-                .unwrap_or_default()
-        };
-        let mut after: BTreeMap<String, Bal> = BTreeMap::new();
-        if e.kind.moves_money() {
-            let mut d = get(&e.debit);
-            d.debits = d.debits.add(&e.amount);
-            after.insert(e.debit.clone(), d);
-            let mut c = after
-                .get(&e.credit)
-                .cloned()
-                .unwrap_or_else(|| get(&e.credit));
-            c.credits = c.credits.add(&e.amount);
-            after.insert(e.credit.clone(), c);
-        }
-        after
-            .entry(e.account.clone())
-            .or_insert_with(|| get(&e.account));
-        // What is held may be uncertain (a hold past its expiry, maybe
-        // released): judged with each extreme, a total that fits with one
-        // of them may be the truth.
-        let mut with_sure = Vec::new();
-        let mut with_most = Vec::new();
-        for (a, b) in &after {
-            values.extend([b.debits.clone(), b.credits.clone(), b.posted()]);
-            let (sure, most) = self.held(a, &e.unit, w);
-            for (held, out) in [(sure, &mut with_sure), (most, &mut with_most)] {
-                let held = if *a == e.account {
-                    held.add(&e.held_delta)
-                } else {
-                    held
-                };
-                out.push(b.posted().sub(&held));
-                out.push(held);
-            }
-        }
-        if e.kind == Kind::UsageDebit {
-            let q = e
-                .params
-                .get("quantity")
-                .and_then(|q| Fx::parse(q))
-                .unwrap_or_default();
-            for key in usage_keys(e, w) {
-                let row = self.usage.get(&key).cloned().unwrap_or_default();
-                values.push(row.amount.add(&e.amount));
-                values.push(row.quantity.add(&q));
-            }
-        }
-        let worst = |extra: &[Fx]| {
-            values
-                .iter()
-                .chain(extra)
-                .map(Fx::fit)
-                .max()
-                .unwrap_or(Fit::Fine)
-        };
-        match (worst(&with_sure), worst(&with_most)) {
-            (Fit::Beyond, Fit::Beyond) => Fit::Beyond,
-            (Fit::Fine, Fit::Fine) => Fit::Fine,
-            _ => Fit::Long,
-        }
-    }
-}
-
-/// The usage keys a debit may land on: its `occurred_at` day, or the day
-/// it is recorded (either side of midnight if the window spans it).
-fn usage_keys(e: &Effect, w: &Window) -> Vec<UsageKey> {
-    let meter = e.params.get("meter").cloned().unwrap_or_default();
-    let days = match e.params.get("occurred_at") {
-        Some(micros) => {
-            let t = DateTime::<Utc>::from_timestamp_micros(micros.parse().unwrap_or_default())
-                .unwrap_or_default();
-            vec![t.date_naive()]
-        }
-        None => vec![w.start.date_naive(), w.end.date_naive()],
-    };
-    days.into_iter()
-        .map(|d| (e.account.clone(), meter.clone(), d, e.unit.clone()))
-        .collect()
 }

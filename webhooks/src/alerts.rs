@@ -124,7 +124,7 @@ impl TenantAlerts {
             let threshold = WideDecimal::from_decimal(f.threshold).unwrap_or_default();
             let below = balance.available() < threshold;
             if below && !f.below {
-                let view = BalanceView::of_fold(account, &f.unit, &balance, e.seq);
+                let view = BalanceView::new(account, &f.unit, &balance, e.seq);
                 let body = serde_json::to_value(&view).map_err(|x| {
                     LedgerError::Corrupt(format!("a balance does not serialise: {x}"))
                 })?;

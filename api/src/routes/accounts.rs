@@ -7,7 +7,6 @@
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use tally_ledger::amount::canonical;
 use tally_ledger::decide::Decision;
 use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
@@ -187,11 +186,11 @@ pub async fn list_accounts(
             .map(|r| AccountSummary {
                 account: r.account.clone(),
                 unit: r.unit.clone(),
-                debits: canonical(r.balance.debits),
-                credits: canonical(r.balance.credits),
-                posted: canonical(r.balance.posted()),
-                held: canonical(r.balance.held),
-                available: canonical(r.balance.available()),
+                debits: r.balance.debits.to_string(),
+                credits: r.balance.credits.to_string(),
+                posted: r.balance.posted().to_string(),
+                held: r.balance.held.to_string(),
+                available: r.balance.available().to_string(),
             })
             .collect(),
         next_after,

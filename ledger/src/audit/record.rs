@@ -112,7 +112,7 @@ impl<'a> EntryRecord<'a> {
             params: Cow::Borrowed(&e.params),
             fingerprint: Cow::Borrowed(&e.fingerprint),
             recorded_at: Cow::Owned(format_recorded_at(&e.recorded_at)),
-            balance_after: Cow::Owned(canonical(e.balance_after)),
+            balance_after: Cow::Owned(e.balance_after.to_string()),
             prev_hash: Cow::Borrowed(&e.prev_hash),
             hash: Cow::Borrowed(&e.hash),
         }
@@ -148,7 +148,15 @@ impl<'a> EntryRecord<'a> {
             params: self.params.clone().into_owned(),
             fingerprint: self.fingerprint.clone().into_owned(),
             recorded_at,
-            balance_after: decimal("balance_after", &self.balance_after)?,
+            // A total: plain decimal text of any size.
+            balance_after: crate::wide::WideDecimal::parse(&self.balance_after).ok_or_else(
+                || {
+                    format!(
+                    "balance_after {:?} is not a plain decimal with at most 18 fractional digits",
+                    self.balance_after
+                )
+                },
+            )?,
             prev_hash: self.prev_hash.clone().into_owned(),
             hash: self.hash.clone().into_owned(),
         })
@@ -299,7 +307,7 @@ mod tests {
             params: r#"{"account":"cust","metadata":{"n":"a,\"b\"\nc"}}"#.into(),
             fingerprint: "sha256:00".into(),
             recorded_at: DateTime::from_timestamp_micros(1_764_410_400_123_456).unwrap(),
-            balance_after: Decimal::from_str("-3.25").unwrap(),
+            balance_after: crate::wide::WideDecimal::parse("-3.25").unwrap(),
             prev_hash: "00".into(),
             hash: "11".into(),
         }

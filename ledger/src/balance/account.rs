@@ -1,52 +1,31 @@
 use hashbrown::HashMap;
-use rust_decimal::Decimal;
 
-use super::total;
+use super::wide::WideDecimal;
 
 /// The running totals of one account in one unit.
+///
+/// Exact at any size (docs/ledger-rules.md, "Limits"): `debits` and
+/// `credits` only grow, so a digit limit on them is a ceiling a tenant
+/// grows into, after which its account could take no entry at all. A
+/// [`WideDecimal`] stays an `i128` while the total fits one (every
+/// realistic total), so the common path pays no big-integer arithmetic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AccountBalance {
-    pub debits: Decimal,
-    pub credits: Decimal,
-    pub held: Decimal,
+    pub debits: WideDecimal,
+    pub credits: WideDecimal,
+    pub held: WideDecimal,
 }
 
 impl AccountBalance {
-    /// `credits − debits`: a customer who used more than they paid is negative.
-    ///
-    /// Exact for every balance the ledger stores or folds: their totals,
-    /// `posted` and `available` included, stay inside the amount domain
-    /// ([`super::total`]), which a `Decimal` subtraction never rounds. (A
-    /// total stored before that rule may lie outside; the subtraction then
-    /// saturates rather than panics.)
-    pub fn posted(&self) -> Decimal {
-        self.credits.saturating_sub(self.debits)
+    /// `credits − debits`: a customer who used more than they paid is
+    /// negative. Exact whatever the size of the totals.
+    pub fn posted(&self) -> WideDecimal {
+        &self.credits - &self.debits
     }
 
-    pub fn available(&self) -> Decimal {
-        self.posted().saturating_sub(self.held)
-    }
-
-    /// The first of this balance's totals (`debits`, `credits`, `held`,
-    /// `posted`, `available`) outside the amount domain; `None` when all
-    /// are inside.
-    pub fn total_out_of_domain(&self) -> Option<&'static str> {
-        if !total::in_domain(self.debits) {
-            return Some("debits");
-        }
-        if !total::in_domain(self.credits) {
-            return Some("credits");
-        }
-        if !total::in_domain(self.held) {
-            return Some("held");
-        }
-        let Some(posted) = total::sub(self.credits, self.debits) else {
-            return Some("posted");
-        };
-        if total::sub(posted, self.held).is_none() {
-            return Some("available");
-        }
-        None
+    /// `posted − held`.
+    pub fn available(&self) -> WideDecimal {
+        &self.posted() - &self.held
     }
 }
 
@@ -56,7 +35,7 @@ impl AccountBalance {
 pub struct Posting<'a> {
     pub debit_account: &'a str,
     pub credit_account: &'a str,
-    pub amount: Decimal,
+    pub amount: &'a WideDecimal,
     pub unit: &'a str,
 }
 
@@ -65,12 +44,6 @@ pub struct Posting<'a> {
 pub enum Side {
     Debit,
     Credit,
-}
-
-/// A total of `account` would leave the amount domain ([`super::total`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BalanceOverflow {
-    pub account: String,
 }
 
 /// Balances per unit and account.
@@ -105,69 +78,30 @@ impl BalanceProjection {
             .and_then(|accounts| accounts.get(account))
     }
 
-    /// Applies one posting, adding exactly ([`super::total::add`]). When a
-    /// total would leave the amount domain nothing is changed.
-    pub fn apply(&mut self, posting: &Posting<'_>) -> Result<(), BalanceOverflow> {
-        let debited = total::add(
-            self.get(posting.debit_account, posting.unit)
-                .map(|b| b.debits)
-                .unwrap_or_default(),
-            posting.amount,
-        )
-        .ok_or_else(|| BalanceOverflow {
-            account: posting.debit_account.to_owned(),
-        })?;
-        let credited = total::add(
-            self.get(posting.credit_account, posting.unit)
-                .map(|b| b.credits)
-                .unwrap_or_default(),
-            posting.amount,
-        )
-        .ok_or_else(|| BalanceOverflow {
-            account: posting.credit_account.to_owned(),
-        })?;
-        self.slot(posting.debit_account, posting.unit).debits = debited;
-        self.slot(posting.credit_account, posting.unit).credits = credited;
-        Ok(())
+    /// Applies one posting, exactly: no total has a ceiling, so a posting
+    /// always applies.
+    pub fn apply(&mut self, posting: &Posting<'_>) {
+        self.slot(posting.debit_account, posting.unit).debits += posting.amount;
+        self.slot(posting.credit_account, posting.unit).credits += posting.amount;
     }
 
     /// Adds `amount` to one side of one account: the fold of a set of
     /// postings grouped by account (the rebuild reads the log that way).
     /// Postings fold to the same totals whether applied one by one through
-    /// [`BalanceProjection::apply`] or summed per side here: decimal addition
-    /// is exact, so the order does not matter. When the total would leave
-    /// the amount domain nothing is changed.
-    pub fn add(
-        &mut self,
-        account: &str,
-        unit: &str,
-        side: Side,
-        amount: Decimal,
-    ) -> Result<(), BalanceOverflow> {
+    /// [`BalanceProjection::apply`] or summed per side here: the addition
+    /// is exact, so the order does not matter.
+    pub fn add(&mut self, account: &str, unit: &str, side: Side, amount: &WideDecimal) {
         let balance = self.slot(account, unit);
-        let sum = match side {
-            Side::Debit => &mut balance.debits,
-            Side::Credit => &mut balance.credits,
-        };
-        *sum = total::add(*sum, amount).ok_or_else(|| BalanceOverflow {
-            account: account.to_owned(),
-        })?;
-        Ok(())
+        match side {
+            Side::Debit => balance.debits += amount,
+            Side::Credit => balance.credits += amount,
+        }
     }
 
     /// Changes the amount held on an account (a hold reserves, a capture or
     /// release gives back). Held money stays posted; only `available` moves.
-    pub fn add_held(
-        &mut self,
-        account: &str,
-        unit: &str,
-        delta: Decimal,
-    ) -> Result<(), BalanceOverflow> {
-        let balance = self.slot(account, unit);
-        balance.held = total::add(balance.held, delta).ok_or_else(|| BalanceOverflow {
-            account: account.to_owned(),
-        })?;
-        Ok(())
+    pub fn add_held(&mut self, account: &str, unit: &str, delta: &WideDecimal) {
+        self.slot(account, unit).held += delta;
     }
 
     /// Makes sure the account has a balance in `unit` (zero if new): an
@@ -195,11 +129,12 @@ impl BalanceProjection {
     }
 
     /// Sum of `posted` over every account of `unit`; double entry keeps it zero.
-    pub fn unit_total(&self, unit: &str) -> Decimal {
-        self.by_unit
-            .get(unit)
-            .map(|accounts| accounts.values().map(AccountBalance::posted).sum())
-            .unwrap_or_default()
+    pub fn unit_total(&self, unit: &str) -> WideDecimal {
+        let mut sum = WideDecimal::ZERO;
+        for balance in self.by_unit.get(unit).into_iter().flat_map(|a| a.values()) {
+            sum += &balance.posted();
+        }
+        sum
     }
 
     pub fn len(&self) -> usize {
@@ -214,37 +149,34 @@ impl BalanceProjection {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use std::str::FromStr;
-
     use super::*;
 
-    fn d(s: &str) -> Decimal {
-        Decimal::from_str(s).unwrap()
+    fn w(s: &str) -> WideDecimal {
+        WideDecimal::parse(s).unwrap()
+    }
+
+    const NINES: &str = "9999999999999999999999999999";
+
+    fn post(p: &mut BalanceProjection, debit: &str, credit: &str, amount: &str) {
+        p.apply(&Posting {
+            debit_account: debit,
+            credit_account: credit,
+            amount: &w(amount),
+            unit: "USD",
+        });
     }
 
     #[test]
     fn a_posting_moves_money_and_keeps_the_unit_at_zero() {
         let mut p = BalanceProjection::new();
-        p.apply(&Posting {
-            debit_account: "cust",
-            credit_account: "@revenue",
-            amount: d("1.25"),
-            unit: "USD",
-        })
-        .unwrap();
-        p.apply(&Posting {
-            debit_account: "@payments",
-            credit_account: "cust",
-            amount: d("5"),
-            unit: "USD",
-        })
-        .unwrap();
+        post(&mut p, "cust", "@revenue", "1.25");
+        post(&mut p, "@payments", "cust", "5");
         let cust = p.get("cust", "USD").unwrap();
-        assert_eq!(cust.debits, d("1.25"));
-        assert_eq!(cust.credits, d("5"));
-        assert_eq!(cust.posted(), d("3.75"));
-        assert_eq!(p.get("@revenue", "USD").unwrap().posted(), d("1.25"));
-        assert_eq!(p.unit_total("USD"), Decimal::ZERO);
+        assert_eq!(cust.debits, w("1.25"));
+        assert_eq!(cust.credits, w("5"));
+        assert_eq!(cust.posted(), w("3.75"));
+        assert_eq!(p.get("@revenue", "USD").unwrap().posted(), w("1.25"));
+        assert_eq!(p.unit_total("USD"), WideDecimal::ZERO);
         assert!(p.get("cust", "credits").is_none());
     }
 
@@ -259,98 +191,43 @@ mod tests {
         let mut one_by_one = BalanceProjection::new();
         let mut per_side = BalanceProjection::new();
         for (debit, credit, amount) in postings {
-            one_by_one
-                .apply(&Posting {
-                    debit_account: debit,
-                    credit_account: credit,
-                    amount: d(amount),
-                    unit: "USD",
-                })
-                .unwrap();
+            post(&mut one_by_one, debit, credit, amount);
         }
         for (debit, credit, amount) in postings.iter().rev() {
-            per_side
-                .add(credit, "USD", Side::Credit, d(amount))
-                .unwrap();
-            per_side.add(debit, "USD", Side::Debit, d(amount)).unwrap();
+            per_side.add(credit, "USD", Side::Credit, &w(amount));
+            per_side.add(debit, "USD", Side::Debit, &w(amount));
         }
         assert_eq!(one_by_one, per_side);
     }
 
     #[test]
-    fn leaving_the_domain_changes_nothing() {
-        let nines = d("9999999999999999999999999999");
+    fn totals_have_no_ceiling_and_are_never_rounded() {
         let mut p = BalanceProjection::new();
-        p.insert(
-            "cust",
-            "USD",
-            AccountBalance {
-                debits: nines,
-                ..Default::default()
-            },
-        );
-        let before = p.clone();
-        let err = p
-            .apply(&Posting {
-                debit_account: "cust",
-                credit_account: "@revenue",
-                amount: d("1"),
-                unit: "USD",
-            })
-            .unwrap_err();
-        assert_eq!(err.account, "cust");
-        assert_eq!(p, before);
-        // rust_decimal would round this sum back to `nines`.
-        let err = p
-            .add("cust", "USD", Side::Debit, d("0.000000000000000001"))
-            .unwrap_err();
-        assert_eq!(err.account, "cust");
-        assert_eq!(p, before);
-        p.add_held("cust", "USD", nines).unwrap();
-        let held = p.clone();
-        assert!(p.add_held("cust", "USD", d("1")).is_err());
-        assert_eq!(p, held);
-        // A new account starts at zero.
-        p.add("new", "USD", Side::Credit, nines).unwrap();
-        assert_eq!(p.get("new", "USD").unwrap().credits, nines);
-        assert!(p.add("new2", "USD", Side::Credit, Decimal::MAX).is_err());
-    }
-
-    #[test]
-    fn derived_totals_are_checked_too() {
-        let nines = d("9999999999999999999999999999");
-        let b = |debits: &str, credits: &str, held: &str| AccountBalance {
-            debits: d(debits),
-            credits: d(credits),
-            held: d(held),
-        };
-        assert_eq!(b("1", "2", "0").total_out_of_domain(), None);
+        post(&mut p, "cust", "@revenue", NINES);
+        post(&mut p, "cust", "@revenue", NINES);
+        // rust_decimal would round this sum back; here it is exact.
+        post(&mut p, "cust", "@revenue", "0.000000000000000001");
+        let revenue = p.get("@revenue", "USD").unwrap();
         assert_eq!(
-            AccountBalance {
-                debits: nines,
-                credits: Decimal::ZERO,
-                held: Decimal::ZERO
-            }
-            .total_out_of_domain(),
-            None
+            revenue.credits.to_string(),
+            "19999999999999999999999999998.000000000000000001"
         );
+        let cust = p.get("cust", "USD").unwrap();
         assert_eq!(
-            AccountBalance {
-                debits: nines,
-                credits: d("0.000000000000000001"),
-                held: Decimal::ZERO
-            }
-            .total_out_of_domain(),
-            Some("posted")
+            cust.posted().to_string(),
+            "-19999999999999999999999999998.000000000000000001"
         );
+        p.add_held("cust", "USD", &w(NINES));
         assert_eq!(
-            AccountBalance {
-                debits: Decimal::ZERO,
-                credits: nines,
-                held: d("-1")
-            }
-            .total_out_of_domain(),
-            Some("available")
+            p.get("cust", "USD").unwrap().available().to_string(),
+            "-29999999999999999999999999997.000000000000000001"
+        );
+        assert_eq!(p.unit_total("USD"), WideDecimal::ZERO);
+        // A reversal brings the totals' difference back; the totals grow.
+        post(&mut p, "@revenue", "cust", NINES);
+        assert_eq!(
+            p.get("cust", "USD").unwrap().posted().to_string(),
+            "-9999999999999999999999999999.000000000000000001"
         );
     }
 }

@@ -9,8 +9,7 @@
 
 mod account;
 mod sums;
-pub mod total;
 pub mod wide;
 
-pub use account::{AccountBalance, BalanceOverflow, BalanceProjection, Posting, Side};
+pub use account::{AccountBalance, BalanceProjection, Posting, Side};
 pub use sums::PostingSums;

@@ -1,17 +1,12 @@
 //! Sums of postings over a part of the log, exact at any size.
 //!
 //! A rebuild adds up the log in parts (seq ranges or heap blocks read at
-//! once). Every prefix of the log keeps each account's totals inside the
-//! amount domain (the writer rejects what would not), but a part that is
-//! not a prefix need not: `0.5` at seq 1, then `0.5` and
-//! `9799999999999999999999999999` at seqs 900 and 901 total
-//! `9800000000000000000000000000`, yet the last two alone add up to 29
-//! digits. So the parts are summed as [`WideDecimal`]s and only the whole
-//! log's sums must fit.
+//! once), each summed exactly as [`WideDecimal`]s and then added into the
+//! balances: the order of the parts does not change the totals.
 
 use hashbrown::HashMap;
 
-use super::account::{BalanceOverflow, BalanceProjection, Side};
+use super::account::{BalanceProjection, Side};
 use super::wide::WideDecimal;
 
 /// Debits and credits per unit and account over some entries.
@@ -57,22 +52,15 @@ impl PostingSums {
         }
     }
 
-    /// Adds the sums into `into`'s debits and credits, exactly. An error
-    /// names an account whose total would leave the amount domain (which a
-    /// log the writer wrote cannot hold).
-    pub fn add_into(&self, into: &mut BalanceProjection) -> Result<(), BalanceOverflow> {
+    /// Adds the sums into `into`'s debits and credits, exactly.
+    pub fn add_into(&self, into: &mut BalanceProjection) {
         for (unit, accounts) in &self.by_unit {
             for (account, sums) in accounts {
                 for side in [Side::Debit, Side::Credit] {
-                    let overflow = || BalanceOverflow {
-                        account: account.clone(),
-                    };
-                    let sum = sums[index(side)].to_decimal().ok_or_else(overflow)?;
-                    into.add(account, unit, side, sum)?;
+                    into.add(account, unit, side, &sums[index(side)]);
                 }
             }
         }
-        Ok(())
     }
 }
 
@@ -86,7 +74,7 @@ mod tests {
     }
 
     #[test]
-    fn parts_may_pass_the_domain_if_the_whole_does_not() {
+    fn parts_add_up_exactly_at_any_size() {
         let mut first = PostingSums::new();
         first.add("cust", "USD", Side::Debit, &w("0.5"));
         let mut second = PostingSums::new();
@@ -95,16 +83,20 @@ mod tests {
             "cust",
             "USD",
             Side::Debit,
-            &w("9799999999999999999999999999"),
+            &w("9999999999999999999999999999"),
+        );
+        second.add(
+            "cust",
+            "USD",
+            Side::Debit,
+            &w("9999999999999999999999999999"),
         );
         second.add("@revenue", "USD", Side::Credit, &w("1"));
-        // Alone, the second part does not fit.
-        assert!(second.add_into(&mut BalanceProjection::new()).is_err());
         first.merge(second);
         let mut p = BalanceProjection::new();
-        first.add_into(&mut p).unwrap();
+        first.add_into(&mut p);
         let cust = p.get("cust", "USD").unwrap();
-        assert_eq!(cust.debits.to_string(), "9800000000000000000000000000");
+        assert_eq!(cust.debits.to_string(), "19999999999999999999999999999");
         assert!(cust.credits.is_zero());
         assert_eq!(p.get("@revenue", "USD").unwrap().credits.to_string(), "1");
     }

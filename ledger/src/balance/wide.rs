@@ -1,23 +1,23 @@
-//! Exact sums of any size, for the aggregates the writer does not decide.
+//! Exact sums of any size: every total the ledger stores or derives.
 //!
-//! A stored total stays inside the amount domain ([`super::total`]),
-//! but a usage summary adds up many quantities (a day of 28-digit token
-//! counts), and a statement's movements or a rebuild's partial sums add up
-//! subsets of an account's entries that are not prefixes of the log: these
-//! can legitimately pass 28 digits. [`WideDecimal`] holds
-//! them exactly: every input has at most 18 fractional digits, so a value
-//! is an integer count of 10^−18, kept in an `i128` while it fits (every
-//! realistic sum) and in a big integer beyond.
+//! An amount has at most 28 significant digits, but a total has no digit
+//! limit: an account's `debits` and `credits` only grow, a usage summary
+//! adds up many quantities, a statement's movements or a rebuild's partial
+//! sums add up subsets of an account's entries (docs/ledger-rules.md,
+//! "Limits"). [`WideDecimal`] holds them exactly: every input has at most
+//! 18 fractional digits, so a value is an integer count of 10^−18, kept in
+//! an `i128` while it fits (every realistic sum, up to ~1.7 × 10^20) and in
+//! a big integer beyond, so the common path costs an `i128` addition.
 
 use std::fmt;
-use std::ops::{Add, AddAssign, Neg, Sub};
+use std::ops::{Add, AddAssign, Neg, Sub, SubAssign};
 
-use super::total::{self, MAX_FRACTIONAL_DIGITS};
 use num_bigint::BigInt;
 use rust_decimal::Decimal;
 
-/// The fixed scale of a [`WideDecimal`]: 10^−18 is its unit.
-const SCALE: u32 = MAX_FRACTIONAL_DIGITS;
+/// The fixed scale of a [`WideDecimal`]: 10^−18 is its unit (the most
+/// fractional digits an amount may have, `crate::amount`).
+const SCALE: u32 = 18;
 
 /// An exact decimal of any size with at most 18 fractional digits.
 ///
@@ -91,10 +91,21 @@ impl WideDecimal {
         if frac.len() > SCALE as usize {
             return None;
         }
-        let digits = format!("{int}{frac:0<width$}", width = SCALE as usize);
-        let value = match digits.parse::<i128>() {
-            Ok(v) => WideDecimal::Small(v),
-            Err(_) => WideDecimal::from_big(digits.parse::<BigInt>().ok()?),
+        // Every stored total is read through here: the common case (an
+        // `i128`) is accumulated digit by digit, without allocating.
+        let small = || {
+            let mut v: i128 = 0;
+            for b in int.bytes().chain(frac.bytes()) {
+                v = v.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+            }
+            v.checked_mul(10i128.checked_pow(SCALE - frac.len() as u32)?)
+        };
+        let value = match small() {
+            Some(v) => WideDecimal::Small(v),
+            None => {
+                let digits = format!("{int}{frac:0<width$}", width = SCALE as usize);
+                WideDecimal::from_big(digits.parse::<BigInt>().ok()?)
+            }
         };
         Some(if negative { -value } else { value })
     }
@@ -103,19 +114,11 @@ impl WideDecimal {
         matches!(self, WideDecimal::Small(0))
     }
 
-    /// The value as a `Decimal` if it is inside the amount domain.
-    pub fn to_decimal(&self) -> Option<Decimal> {
-        let d = match self {
-            WideDecimal::Small(v) => Decimal::try_from_i128_with_scale(*v, SCALE).ok(),
-            WideDecimal::Big(_) => None,
-        };
-        // A value past 96 bits at scale 18 may still be in the domain at a
-        // smaller scale (10^27): its canonical text tells.
-        let d = match d {
-            Some(d) => d,
-            None => Decimal::from_str_exact(&self.to_string()).ok()?,
-        };
-        total::add(d, Decimal::ZERO)
+    pub fn is_negative(&self) -> bool {
+        match self {
+            WideDecimal::Small(v) => *v < 0,
+            WideDecimal::Big(v) => v.sign() == num_bigint::Sign::Minus,
+        }
     }
 }
 
@@ -141,6 +144,19 @@ impl Add for WideDecimal {
 impl AddAssign<&WideDecimal> for WideDecimal {
     fn add_assign(&mut self, other: &WideDecimal) {
         *self = &*self + other;
+    }
+}
+
+impl From<i64> for WideDecimal {
+    fn from(v: i64) -> Self {
+        // |i64| × 10^18 < 9.3 × 10^36 < i128::MAX.
+        WideDecimal::Small(i128::from(v) * 10i128.pow(SCALE))
+    }
+}
+
+impl SubAssign<&WideDecimal> for WideDecimal {
+    fn sub_assign(&mut self, other: &WideDecimal) {
+        *self = &*self - other;
     }
 }
 
@@ -197,13 +213,33 @@ impl fmt::Display for WideDecimal {
     /// The canonical text: no exponent, no trailing fractional zeros, `0`
     /// for zero (the same text `amount::canonical` gives a `Decimal`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (negative, digits) = match self {
-            WideDecimal::Small(v) => (*v < 0, v.unsigned_abs().to_string()),
-            WideDecimal::Big(v) => (
-                v.sign() == num_bigint::Sign::Minus,
-                v.magnitude().to_string(),
-            ),
+        let big = match self {
+            // Every stored total is written through here: the common case
+            // splits the `i128` arithmetically, without allocating.
+            WideDecimal::Small(v) => {
+                const ONE: u128 = 10u128.pow(SCALE);
+                let magnitude = v.unsigned_abs();
+                let (int, mut frac) = (magnitude / ONE, magnitude % ONE);
+                if *v < 0 {
+                    f.write_str("-")?;
+                }
+                write!(f, "{int}")?;
+                if frac != 0 {
+                    let mut width = SCALE as usize;
+                    while frac % 10 == 0 {
+                        frac /= 10;
+                        width -= 1;
+                    }
+                    write!(f, ".{frac:0width$}")?;
+                }
+                return Ok(());
+            }
+            WideDecimal::Big(v) => v,
         };
+        let (negative, digits) = (
+            big.sign() == num_bigint::Sign::Minus,
+            big.magnitude().to_string(),
+        );
         let digits = format!("{digits:0>width$}", width = SCALE as usize + 1);
         let (int, frac) = digits.split_at(digits.len() - SCALE as usize);
         let frac = frac.trim_end_matches('0');

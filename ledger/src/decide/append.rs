@@ -97,7 +97,7 @@ pub(super) fn append(
             }
             RecordChange::SetRefunded(payment_id, sum) => (
                 StateKey::Refunded(payment_id.clone()),
-                StateValue::Refunded(*sum),
+                StateValue::Refunded(sum.clone()),
             ),
             RecordChange::Reversed(entry_id) => (
                 StateKey::Reversal(entry_id.clone()),

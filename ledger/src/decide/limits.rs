@@ -1,7 +1,7 @@
-//! Limits: every total inside the amount domain, an account's unit fixed,
-//! a debited account held to its overdraft floor.
+//! Limits: an account's unit fixed, a debited account held to its
+//! overdraft floor. Totals have no limit (docs/ledger-rules.md, "Limits").
 
-use crate::balance::{total, AccountBalance};
+use crate::balance::AccountBalance;
 use rust_decimal::Decimal;
 
 use crate::amount::canonical;
@@ -11,87 +11,47 @@ use crate::wide::WideDecimal;
 
 use super::{GroupState, Plan, Refusal};
 
-/// The code of the stored rejection of an intent whose effect would take a
-/// total outside the amount domain (docs/ledger-rules.md, "Limits").
-pub const TOTAL_OUT_OF_RANGE: &str = "total_out_of_range";
-
-/// The exact value of `d` (every amount and stored total has at most 18
-/// fractional digits; a decimal with more, which nothing stores, reads as
-/// zero in a message or comparison rather than failing the decision).
+/// The exact value of `d` (every amount has at most 18 fractional digits;
+/// a decimal with more, which no parsed amount is, reads as zero in a
+/// message or comparison; [`new_balances`] refuses it before it can move
+/// a total).
 pub(super) fn wide(d: Decimal) -> WideDecimal {
     WideDecimal::from_decimal(d).unwrap_or_default()
 }
 
-/// Why the total `what` of `account` cannot become `value`.
-pub(super) fn out_of_range(what: &str, account: &str, value: &WideDecimal, unit: &str) -> String {
-    format!(
-        "{what} of {account} would be {value} {unit}: a total may have at most {} significant \
-         digits, {} of them fractional",
-        total::MAX_SIGNIFICANT_DIGITS,
-        total::MAX_FRACTIONAL_DIGITS
-    )
-}
-
 /// The balances a posted `plan` leaves on the accounts it touches, every
-/// total added exactly ([`total::add`], the addition the folds use). An
-/// error names the first total (`debits`, `credits`, `held`, `posted` or
-/// `available`) that would leave the amount domain, or the plan's pending
-/// refunded total.
+/// total added exactly and without a ceiling. An amount with more than 18
+/// fractional digits (which the amount parser never yields, but an
+/// `Intent` built by hand could carry) is refused rather than rounded.
 pub(super) fn new_balances(
     state: &GroupState,
     plan: &Plan,
-) -> Result<Vec<(String, AccountBalance)>, String> {
-    if let Some(message) = &plan.total_out_of_range {
-        return Err(message.clone());
-    }
-    let mut changed: Vec<(String, AccountBalance)> = Vec::new();
-    let mut change = |account: &str,
-                      what: &str,
-                      pick: fn(&mut AccountBalance) -> &mut Decimal,
-                      delta: Decimal|
-     -> Result<(), String> {
-        let at = match changed.iter().position(|(a, _)| a == account) {
-            Some(i) => i,
-            None => {
-                changed.push((account.to_owned(), state.balance(account, &plan.unit)));
-                changed.len() - 1
-            }
-        };
-        let slot = pick(&mut changed[at].1);
-        *slot = total::add(*slot, delta).ok_or_else(|| {
-            out_of_range(what, account, &(&wide(*slot) + &wide(delta)), &plan.unit)
-        })?;
-        Ok(())
+) -> Result<Vec<(String, AccountBalance)>, Refusal> {
+    let exact = |d: Decimal| {
+        WideDecimal::from_decimal(d).ok_or_else(|| Refusal::Invalid {
+            field: "amount",
+            message: "has more than 18 fractional digits".to_owned(),
+        })
     };
+    let mut changed: Vec<(String, AccountBalance)> = Vec::new();
+    let mut change =
+        |account: &str, pick: fn(&mut AccountBalance) -> &mut WideDecimal, delta: &WideDecimal| {
+            let at = match changed.iter().position(|(a, _)| a == account) {
+                Some(i) => i,
+                None => {
+                    changed.push((account.to_owned(), state.balance(account, &plan.unit)));
+                    changed.len() - 1
+                }
+            };
+            *pick(&mut changed[at].1) += delta;
+        };
     if plan.moves_money {
-        change(
-            &plan.debit_account,
-            "debits",
-            |b| &mut b.debits,
-            plan.amount,
-        )?;
-        change(
-            &plan.credit_account,
-            "credits",
-            |b| &mut b.credits,
-            plan.amount,
-        )?;
+        let amount = exact(plan.amount)?;
+        change(&plan.debit_account, |b| &mut b.debits, &amount);
+        change(&plan.credit_account, |b| &mut b.credits, &amount);
     }
     if !plan.held_delta.is_zero() {
-        change(&plan.account, "held", |b| &mut b.held, plan.held_delta)?;
-    }
-    for (account, b) in &changed {
-        let posted = &wide(b.credits) - &wide(b.debits);
-        if let Some(what) = b.total_out_of_domain() {
-            let value = match what {
-                "debits" => wide(b.debits),
-                "credits" => wide(b.credits),
-                "held" => wide(b.held),
-                "posted" => posted,
-                _ => &posted - &wide(b.held),
-            };
-            return Err(out_of_range(what, account, &value, &plan.unit));
-        }
+        change(&plan.account, |b| &mut b.held, &exact(plan.held_delta)?);
     }
     Ok(changed)
 }
@@ -153,11 +113,10 @@ pub(super) fn check_floor(state: &GroupState, plan: &mut Plan) {
     let available = balance.available();
     // Compared exactly: a rounding subtraction could let an amount through
     // that takes the account below its floor by less than the rounding.
-    let after = &wide(available) - &wide(taken);
+    let after = &available - &wide(taken);
     if after < wide(floor) {
         let message = format!(
-            "available balance of {account} is {} {}; taking {} would leave {after}, below the floor of {}",
-            canonical(available),
+            "available balance of {account} is {available} {}; taking {} would leave {after}, below the floor of {}",
             plan.unit,
             canonical(taken),
             canonical(floor)

@@ -23,7 +23,7 @@
 //!   - `debits.rs`: usage debits, payments, transfers, adjustments;
 //!   - `holds.rs`: holds, captures, releases and expiry;
 //!   - `references.rs`: account settings, refunds, reversals.
-//! - `limits.rs`: totals in the amount domain, units, overdraft floors.
+//! - `limits.rs`: the new balances (exact, no ceiling), units, overdraft floors.
 //! - `append.rs`: the entry, its effects and the chain's new head.
 //! - `state.rs` and `decision.rs`: the state a group is decided on, what it
 //!   writes, and the answer to each intent.
@@ -50,7 +50,6 @@ use plan::{plan, Plan, RecordChange};
 
 pub use decision::{Decision, Refusal};
 pub use holds::MAX_HOLD_HORIZON_DAYS;
-pub use limits::TOTAL_OUT_OF_RANGE;
 pub use replay::decide_existing;
 pub use state::{GroupOutcome, GroupState};
 
@@ -112,10 +111,7 @@ fn decide_one(
     let balances = if plan.rejection.is_none() {
         match new_balances(state, &plan) {
             Ok(balances) => balances,
-            Err(message) => {
-                plan.reject(TOTAL_OUT_OF_RANGE, message);
-                Vec::new()
-            }
+            Err(refusal) => return Decision::Refused(refusal),
         }
     } else {
         Vec::new()

@@ -4,6 +4,8 @@
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
+use crate::wide::WideDecimal;
+
 use crate::intent::{Action, Intent};
 use crate::state::{HoldRecord, HoldStatus};
 
@@ -23,7 +25,7 @@ pub(super) enum RecordChange {
     OpenHold(HoldRecord),
     CloseHold(String, HoldStatus),
     /// The refunded total of a payment becomes this.
-    SetRefunded(String, Decimal),
+    SetRefunded(String, WideDecimal),
     Reversed(String),
 }
 
@@ -44,9 +46,6 @@ pub(super) struct Plan {
     pub(super) checks_floor: bool,
     /// Decided by a rule before any balance is looked at.
     pub(super) rejection: Option<Rejection>,
-    /// Why a total other than a balance (a payment's refunded total) would
-    /// leave the amount domain; it rejects the plan after the floor check.
-    pub(super) total_out_of_range: Option<String>,
     /// Applied when posted.
     pub(super) on_posted: Vec<RecordChange>,
     /// Applied when rejected (a rejected hold is remembered as such).
@@ -73,7 +72,6 @@ impl Plan {
             held_delta: Decimal::ZERO,
             checks_floor: false,
             rejection: None,
-            total_out_of_range: None,
             on_posted: Vec::new(),
             on_rejected: Vec::new(),
         }

@@ -1,15 +1,15 @@
 //! Intents that refer to what the ledger holds: account settings (the
 //! rules of an account), refunds of a payment, reversals of an entry.
 
-use crate::balance::total;
 use rust_decimal::Decimal;
 
 use crate::amount::canonical;
 use crate::entry::EntryStatus;
 use crate::intent::{EntryKind, Intent, SettingsChange};
 use crate::state::{StateKey, StateValue};
+use crate::wide::WideDecimal;
 
-use super::limits::{out_of_range, wide};
+use super::limits::wide;
 use super::{GroupState, Plan, RecordChange, Refusal};
 
 /// Account settings: unit, overdraft floor and metadata, versioned.
@@ -60,8 +60,8 @@ pub(super) fn refund(
         .records
         .get(&StateKey::Refunded(payment_id.to_owned()))
     {
-        Some(StateValue::Refunded(d)) => *d,
-        _ => Decimal::ZERO,
+        Some(StateValue::Refunded(d)) => d.clone(),
+        _ => WideDecimal::ZERO,
     };
     let reversed = state
         .records
@@ -72,8 +72,11 @@ pub(super) fn refund(
         Decimal::ZERO
     };
     // Added exactly: `checked_add` rounds, and a rounded total
-    // could let a refund exceed its payment by the rounding.
-    let exact_total = &wide(refunded) + &wide(*amount);
+    // could let a refund exceed its payment by the rounding. The total has
+    // no digit limit: `0.000000000000000001` refunded, then
+    // `9999999999999999999999999998` of a payment of 28 nines, is within
+    // the payment yet needs 46 digits.
+    let exact_total = &refunded + &wide(*amount);
     if exact_total > wide(refundable) {
         p.reject(
                 "refund_exceeds_payment",
@@ -81,25 +84,16 @@ pub(super) fn refund(
                     "payment {payment_id} can be refunded {} {} in total ({} already refunded{}); {} more is too much",
                     canonical(refundable),
                     payment.unit,
-                    canonical(refunded),
+                    refunded,
                     if reversed { ", payment reversed" } else { "" },
                     canonical(*amount)
                 ),
             );
     }
-    match total::add(refunded, *amount) {
-        Some(sum) => p
-            .on_posted
-            .push(RecordChange::SetRefunded(payment_id.to_owned(), sum)),
-        None => {
-            p.total_out_of_range = Some(out_of_range(
-                "the refunded total",
-                &format!("payment {payment_id}"),
-                &exact_total,
-                &payment.unit,
-            ))
-        }
-    }
+    p.on_posted.push(RecordChange::SetRefunded(
+        payment_id.to_owned(),
+        exact_total,
+    ));
     Ok(p)
 }
 

@@ -3,11 +3,11 @@
 #![allow(clippy::unwrap_used)]
 
 use chrono::Utc;
-use rust_decimal::Decimal;
 
 use super::*;
 use crate::chain::Head;
 use crate::state::{StateKey, StateValue};
+use crate::wide::WideDecimal;
 use serde_json::json;
 
 fn debit(id: &str, account: &str, amount: &str, unit: &str) -> Intent {
@@ -58,10 +58,7 @@ fn a_group_chains_and_collapses_duplicate_keys() {
     assert_eq!(second.prev_hash, first.hash);
     assert_eq!(second.balance_after.to_string(), "-2.5");
     assert_eq!(state.head.seq, 2);
-    assert_eq!(
-        state.balances.unit_total("USD"),
-        rust_decimal::Decimal::ZERO
-    );
+    assert_eq!(state.balances.unit_total("USD"), WideDecimal::ZERO);
 }
 
 #[test]
@@ -130,10 +127,7 @@ fn debits_of_one_group_are_held_to_the_floor_one_after_another() {
             "insufficient_funds"
         ]
     );
-    assert_eq!(
-        state.balance("c", "USD").available(),
-        rust_decimal::Decimal::ZERO
-    );
+    assert_eq!(state.balance("c", "USD").available(), WideDecimal::ZERO);
     // Rejections take a seq and chain like any entry.
     assert_eq!(state.head.seq, 7);
 }
@@ -175,7 +169,7 @@ fn a_hold_made_earlier_in_the_group_is_captured_once() {
 }
 
 #[test]
-fn a_total_leaving_the_amount_domain_is_a_stored_rejection() {
+fn totals_past_28_digits_post_exactly() {
     let nines = "9999999999999999999999999999";
     let mut state = empty_state();
     let a = debit("u1", "c", nines, "USD");
@@ -187,35 +181,26 @@ fn a_total_leaving_the_amount_domain_is_a_stored_rejection() {
         .iter()
         .map(|e| e.rejection_code.as_deref())
         .collect();
+    assert_eq!(codes, vec![None, None, None]);
     assert_eq!(
-        codes,
-        vec![None, Some(TOTAL_OUT_OF_RANGE), Some(TOTAL_OUT_OF_RANGE)]
+        out.new_entries[1].balance_after.to_string(),
+        "-19999999999999999999999999998"
     );
-    let second = &out.new_entries[1];
-    let message = second.rejection_message.as_deref().unwrap();
-    assert!(
-        message.starts_with("debits of c would be 19999999999999999999999999998 USD"),
-        "{message}"
+    // 47 significant digits, which a `Decimal` would round.
+    assert_eq!(
+        out.new_entries[2].balance_after.to_string(),
+        "-19999999999999999999999999997.999999999999999999"
     );
-    let third = out.new_entries[2].rejection_message.as_deref().unwrap();
-    assert!(
-        third.starts_with(
-            "posted of c would be -9999999999999999999999999998.999999999999999999 USD"
-        ),
-        "{third}"
-    );
-    // Nothing moved: the balance is the first debit's, exactly.
     let c = state.balance("c", "USD");
-    assert_eq!(c.debits.to_string(), nines);
-    assert!(c.credits.is_zero());
-    assert_eq!(second.balance_after.to_string(), format!("-{nines}"));
-    // @revenue is full too: another account's debit is rejected for it.
+    assert_eq!(c.debits.to_string(), "19999999999999999999999999998");
+    assert_eq!(c.credits.to_string(), "0.000000000000000001");
+    // @revenue has no ceiling either: another account's debit posts.
     let other = debit("u3", "d", "1", "USD");
     let out = decide_group(&mut state, &[&other], Utc::now(), ids());
-    let message = out.new_entries[0].rejection_message.as_deref().unwrap();
-    assert!(
-        message.starts_with("credits of @revenue would be"),
-        "{message}"
+    assert_eq!(out.new_entries[0].rejection_code, None);
+    assert_eq!(
+        state.balance("@revenue", "USD").credits.to_string(),
+        "19999999999999999999999999999"
     );
 }
 
@@ -233,37 +218,22 @@ fn refunded_totals_are_added_and_compared_exactly() {
     };
     let mut state = empty_state();
     decide_group(&mut state, &[&payment("p", "c", nines)], Utc::now(), ids());
-    // A refunded total with a digit at 10^-18: no customer balance can
-    // reach this together with a 28-digit payment, so it is set here.
-    let tiny = Decimal::new(1, 18);
-    state
-        .records
-        .insert(StateKey::Refunded("p".into()), StateValue::Refunded(tiny));
+    let first = refund("r0", "0.000000000000000001");
     let over = refund("r1", nines);
     let within = refund("r2", "9999999999999999999999999998");
-    let out = decide_group(&mut state, &[&over, &within], Utc::now(), ids());
-    let rejections: Vec<(Option<&str>, &str)> = out
+    let out = decide_group(&mut state, &[&first, &over, &within], Utc::now(), ids());
+    let codes: Vec<Option<&str>> = out
         .new_entries
         .iter()
-        .map(|e| {
-            (
-                e.rejection_code.as_deref(),
-                e.rejection_message.as_deref().unwrap_or(""),
-            )
-        })
+        .map(|e| e.rejection_code.as_deref())
         .collect();
-    // 1e-18 + 28 nines exceeds the payment, by less than rust_decimal rounds.
-    assert_eq!(rejections[0].0, Some("refund_exceeds_payment"));
-    assert_eq!(rejections[1].0, Some(TOTAL_OUT_OF_RANGE));
-    assert!(
-        rejections[1].1.starts_with(
-            "the refunded total of payment p would be 9999999999999999999999999998.000000000000000001 USD"
-        ),
-        "{}",
-        rejections[1].1
-    );
+    // 1e-18 + 28 nines exceeds the payment, by less than rust_decimal rounds;
+    // 1e-18 + 9999999999999999999999999998 is within it, with 46 digits.
+    assert_eq!(codes, vec![None, Some("refund_exceeds_payment"), None]);
     assert_eq!(
         state.records.get(&StateKey::Refunded("p".into())),
-        Some(&StateValue::Refunded(tiny))
+        Some(&StateValue::Refunded(
+            WideDecimal::parse("9999999999999999999999999998.000000000000000001").unwrap()
+        ))
     );
 }

@@ -13,6 +13,7 @@ pub use usage_columns::{
 
 use crate::amount::canonical;
 use crate::intent::EntryKind;
+use crate::wide::WideDecimal;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -60,7 +61,8 @@ pub struct StoredEntry {
     pub fingerprint: String,
     /// Truncated to microseconds, the precision both engines keep.
     pub recorded_at: DateTime<Utc>,
-    pub balance_after: Decimal,
+    /// The account's `posted` after this entry: a total, exact at any size.
+    pub balance_after: WideDecimal,
     pub prev_hash: String,
     pub hash: String,
 }
@@ -243,7 +245,7 @@ impl StoredEntry {
             fingerprint: self.fingerprint.clone(),
             prev_hash: self.prev_hash.clone(),
             hash: self.hash.clone(),
-            balance_after: canonical(self.balance_after),
+            balance_after: self.balance_after.to_string(),
             details,
             reversed_by: None,
         }
@@ -275,7 +277,7 @@ mod tests {
             recorded_at: DateTime::parse_from_rfc3339("2026-12-01T10:00:00.123456Z")
                 .unwrap()
                 .with_timezone(&Utc),
-            balance_after: Decimal::new(-150, 2),
+            balance_after: WideDecimal::parse("-1.50").unwrap(),
             prev_hash: "0".repeat(64),
             hash: "1".repeat(64),
         }

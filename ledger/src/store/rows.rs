@@ -8,6 +8,7 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 use crate::chain::Head;
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::intent::EntryKind;
+use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 /// Filters of `GET /v1/entries`.
@@ -155,15 +156,15 @@ pub fn parse_decimal(text: &str, what: &str) -> Result<rust_decimal::Decimal, Le
         .map_err(|m| LedgerError::Corrupt(format!("{what} {text:?} {m}")))
 }
 
-/// A stored total (`debits`, `credits`, `held`, `balance_after`). The
-/// writer keeps every total inside the amount domain, which
-/// [`parse_decimal`] reads; a database written before that rule may hold a
-/// total of 29 digits, which is read exactly all the same (anything a
-/// `Decimal` holds without rounding), so such a tenant's reads still answer
-/// and its writes are decided (`total_out_of_range`) instead of failing.
-pub(crate) fn parse_total(text: &str, what: &str) -> Result<rust_decimal::Decimal, LedgerError> {
-    parse_decimal(text, what)
-        .or_else(|e| rust_decimal::Decimal::from_str_exact(text).map_err(|_| e))
+/// A stored total (`debits`, `credits`, `held`, `balance_after`): exact
+/// decimal text of any size (`NUMERIC::text` on PostgreSQL, TEXT on
+/// SQLite), with at most 18 fractional digits.
+pub(crate) fn parse_total(text: &str, what: &str) -> Result<WideDecimal, LedgerError> {
+    WideDecimal::parse(text).ok_or_else(|| {
+        LedgerError::Corrupt(format!(
+            "{what} {text:?} is not a plain decimal with at most 18 fractional digits"
+        ))
+    })
 }
 
 /// Decodes the engine-independent columns of an entry row; the engine
@@ -236,7 +237,7 @@ where
     &'static str: ColumnIndex<R>,
     String: Decode<'r, R::Database> + Type<R::Database>,
 {
-    let amount = |c: &'static str| -> Result<rust_decimal::Decimal, LedgerError> {
+    let amount = |c: &'static str| -> Result<WideDecimal, LedgerError> {
         parse_total(&row.try_get::<String, _>(c)?, c)
     };
     Ok(crate::balance::AccountBalance {

@@ -5,8 +5,6 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use rust_decimal::Decimal;
-
 use super::*;
 use crate::balance::AccountBalance;
 use crate::store::GroupTransaction;
@@ -37,7 +35,7 @@ fn set_balance(tenant: &'static str, debits: i64, ends: Ends) -> RoundWork {
                 start.generation += 1;
             }
             let balance = AccountBalance {
-                debits: Decimal::from(debits),
+                debits: crate::wide::WideDecimal::from(debits),
                 ..AccountBalance::default()
             };
             Ok(Some(GroupWrite {
@@ -52,9 +50,9 @@ fn set_balance(tenant: &'static str, debits: i64, ends: Ends) -> RoundWork {
     })
 }
 
-async fn debits(storage: &Storage, tenant: &str) -> Option<Decimal> {
+async fn debits(storage: &Storage, tenant: &str) -> Option<crate::wide::WideDecimal> {
     let balances = storage.stored_balances(tenant).await.unwrap();
-    balances.get("acct", "USD").map(|b| b.debits)
+    balances.get("acct", "USD").map(|b| b.debits.clone())
 }
 
 /// Pieces queued together share one round. The ones that fail (one
@@ -80,11 +78,20 @@ async fn a_failing_piece_leaves_nothing_and_the_rest_of_its_round_commits() {
         assert_eq!(stats.rounds.load(Relaxed), 1, "{engine}");
         assert_eq!(stats.pieces.load(Relaxed), 5);
         assert_eq!(stats.pieces_failed.load(Relaxed), 2, "{engine}");
-        assert_eq!(debits(&db.storage, "a").await, Some(Decimal::from(5)));
+        assert_eq!(
+            debits(&db.storage, "a").await,
+            Some(crate::wide::WideDecimal::from(5))
+        );
         assert_eq!(debits(&db.storage, "b").await, None, "{engine}");
-        assert_eq!(debits(&db.storage, "c").await, Some(Decimal::from(9)));
+        assert_eq!(
+            debits(&db.storage, "c").await,
+            Some(crate::wide::WideDecimal::from(9))
+        );
         assert_eq!(debits(&db.storage, "d").await, None, "{engine}");
-        assert_eq!(debits(&db.storage, "e").await, Some(Decimal::from(1)));
+        assert_eq!(
+            debits(&db.storage, "e").await,
+            Some(crate::wide::WideDecimal::from(1))
+        );
 
         // Alone in its round, a piece whose write is refused leaves nothing.
         let b = commits.submit("b", 1, None, set_balance("b", 7, Ends::WritesOnAMovedHead));

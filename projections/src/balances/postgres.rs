@@ -96,7 +96,7 @@ pub(super) async fn fold(
                     } else {
                         (r.try_get(1)?, Side::Credit)
                     };
-                    // A part's sum may pass 28 digits (crate::balance::PostingSums).
+                    // Exact at any size, like every total (crate::balance::PostingSums).
                     let text: &str = r.try_get(3)?;
                     let total = WideDecimal::parse(text)
                         .ok_or_else(|| LedgerError::Corrupt(format!("sum of amounts {text:?}")))?;
@@ -114,7 +114,7 @@ pub(super) async fn fold(
         super::fold_hold(&mut log, &r)?;
     }
     drop(rows);
-    merge_postings(&mut log.balances, join_folds(tasks).await?)?;
+    merge_postings(&mut log.balances, join_folds(tasks).await?);
     Ok(log.balances)
 }
 

@@ -1,7 +1,6 @@
 //! Reading a balance, now or as of a past seq.
 
 use serde::Serialize;
-use tally_ledger::amount::canonical;
 use tally_ledger::balance::AccountBalance;
 use tally_ledger::fields::ValidationErrors;
 use tally_ledger::store::{BalanceRow, Storage};
@@ -26,27 +25,6 @@ pub struct BalanceView {
 
 impl BalanceView {
     pub fn new(account: &str, unit: &str, b: &AccountBalance, as_of_seq: i64) -> Self {
-        Self {
-            account: account.to_owned(),
-            unit: unit.to_owned(),
-            debits: canonical(b.debits),
-            credits: canonical(b.credits),
-            posted: canonical(b.posted()),
-            held: canonical(b.held),
-            available: canonical(b.available()),
-            as_of_seq,
-        }
-    }
-}
-
-impl BalanceView {
-    /// A balance folded from the log ([`crate::statement::fold::AccountFold`]).
-    pub fn of_fold(
-        account: &str,
-        unit: &str,
-        b: &crate::statement::fold::WideBalance,
-        as_of_seq: i64,
-    ) -> Self {
         Self {
             account: account.to_owned(),
             unit: unit.to_owned(),
@@ -108,5 +86,5 @@ pub async fn read_balance(
     // account closes a hold that is not among them (statement::AccountFold).
     let balance =
         crate::statement::walk::fold_until_seq(storage, tenant, account, &row.unit, seq).await?;
-    Ok(BalanceView::of_fold(account, &row.unit, &balance, seq))
+    Ok(BalanceView::new(account, &row.unit, &balance, seq))
 }

@@ -108,7 +108,7 @@ pub(super) async fn fold(
         parts.push(part);
         folded += n;
     }
-    merge_postings(&mut log.balances, parts)?;
+    merge_postings(&mut log.balances, parts);
     let sql = hold_rows_sql("?");
     let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
     while let Some(r) = rows.try_next().await? {

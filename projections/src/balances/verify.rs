@@ -1,7 +1,6 @@
 //! The check of the stored balances against the fold of the log
 //! (`tally verify`).
 
-use tally_ledger::amount::canonical;
 use tally_ledger::balance::BalanceProjection;
 use tally_ledger::store::Storage;
 use tally_ledger::verify::Broken;
@@ -37,18 +36,18 @@ pub async fn verify_balances(
                         None,
                         format!(
                             "stored balance of {account} ({unit}) is posted {} held {} but the log folds to posted {} held {}",
-                            canonical(s.posted()),
-                            canonical(s.held),
-                            canonical(folded.posted()),
-                            canonical(folded.held)
+                            s.posted(),
+                            s.held,
+                            folded.posted(),
+                            folded.held
                         ),
                     )),
                     None => problems.push(broken(
                         None,
                         format!(
                             "no stored balance for {account} ({unit}); the log folds to posted {} held {}",
-                            canonical(folded.posted()),
-                            canonical(folded.held)
+                            folded.posted(),
+                            folded.held
                         ),
                     )),
                 }

@@ -39,39 +39,9 @@ impl BalanceFigures {
     }
 }
 
-/// The totals of one account folded from any set of its entries, exact
-/// whatever their size.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WideBalance {
-    pub debits: WideDecimal,
-    pub credits: WideDecimal,
-    pub held: WideDecimal,
-}
-
-impl WideBalance {
-    /// `credits − debits`.
-    pub fn posted(&self) -> WideDecimal {
-        &self.credits - &self.debits
-    }
-
-    /// `posted − held`.
-    pub fn available(&self) -> WideDecimal {
-        &self.posted() - &self.held
-    }
-}
-
-impl From<&AccountBalance> for WideBalance {
-    fn from(b: &AccountBalance) -> Self {
-        // A stored total has at most 18 fractional digits (the amount
-        // domain); the fallback is never taken.
-        let wide = |d| WideDecimal::from_decimal(d).unwrap_or_default();
-        WideBalance {
-            debits: wide(b.debits),
-            credits: wide(b.credits),
-            held: wide(b.held),
-        }
-    }
-}
+/// The totals of one account folded from any set of its entries: the
+/// ledger's own [`AccountBalance`], exact whatever their size.
+pub type WideBalance = AccountBalance;
 
 /// What the period's entries moved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -272,8 +242,12 @@ impl AccountFold {
                     ))
                 })?;
                 if hold.account == self.account {
-                    let held = WideDecimal::from_decimal(hold.amount).unwrap_or_default();
-                    self.balance.held = &self.balance.held - &held;
+                    let held = WideDecimal::from_decimal(hold.amount).ok_or_else(|| {
+                        LedgerError::Corrupt(format!(
+                            "hold {id} has an amount with more than 18 fractional digits"
+                        ))
+                    })?;
+                    self.balance.held -= &held;
                 }
             }
             _ => {}

@@ -13,9 +13,8 @@
 //! to each other), and it makes the arithmetic of a statement exact:
 //! opening + movements = closing, always.
 //!
-//! The figures are [`WideDecimal`]s: a stored total stays inside the amount
-//! domain, but a set of entries that is not a seq prefix (a period's
-//! movements) can add up past 28 digits, and is still answered exactly.
+//! The figures are [`tally_ledger::wide::WideDecimal`]s, like every total
+//! of the ledger: exact at any size.
 //!
 //! Every read of one answer is bounded by the ledger head it started at, so
 //! concurrent writes cannot make its parts disagree.
@@ -81,7 +80,7 @@ pub async fn read_balance_at(
     let mut fold = AccountFold::new(account, &row.unit);
     let mut holds = HashMap::new();
     fold_range(storage, tenant, range, &mut fold, &mut holds, None, 0).await?;
-    Ok(BalanceView::of_fold(
+    Ok(BalanceView::new(
         account,
         &row.unit,
         &fold.balance(),

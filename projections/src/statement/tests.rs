@@ -39,7 +39,7 @@ fn entry(
         params: params.into(),
         fingerprint: String::new(),
         recorded_at: DateTime::from_timestamp(1_764_410_400 + seq, 0).unwrap(),
-        balance_after: Decimal::ZERO,
+        balance_after: tally_ledger::wide::WideDecimal::ZERO,
         prev_hash: String::new(),
         hash: String::new(),
     }
@@ -125,11 +125,7 @@ fn a_seq_prefix_folds_as_the_log_fold_does() {
                 .get(account, "USD")
                 .cloned()
                 .unwrap_or_default();
-            assert_eq!(
-                f.balance(),
-                WideBalance::from(&want),
-                "{account} after {n} entries"
-            );
+            assert_eq!(f.balance(), want, "{account} after {n} entries");
         }
     }
 }

@@ -197,7 +197,11 @@ export class AlreadyReversed extends RuleRejection {
   override name = "AlreadyReversed";
 }
 
-/** 422 `total_out_of_range` (stored): a total would leave the amount domain. */
+/**
+ * 422 `total_out_of_range` (stored): only the replay of an entry an earlier
+ * server version rejected because a total would have passed 28 digits;
+ * totals no longer have a limit.
+ */
 export class TotalOutOfRange extends RuleRejection {
   override name = "TotalOutOfRange";
 }

@@ -99,10 +99,7 @@ impl ExportChecker {
                     seq,
                     format!(
                         "balance_after is {} but the entries before it add up to {} for {} ({})",
-                        canonical(e.balance_after),
-                        canonical(posted),
-                        e.account,
-                        e.unit
+                        e.balance_after, posted, e.account, e.unit
                     ),
                 );
             }

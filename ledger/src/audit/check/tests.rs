@@ -45,7 +45,7 @@ fn chain(n: i64) -> Vec<StoredEntry> {
             fingerprint: Fingerprint::of_canonical(&params).to_string(),
             params,
             recorded_at: Utc.timestamp_opt(1_764_410_400 + seq, 0).unwrap(),
-            balance_after: Decimal::ZERO,
+            balance_after: crate::wide::WideDecimal::ZERO,
             prev_hash: hex::encode(prev),
             hash: String::new(),
         };

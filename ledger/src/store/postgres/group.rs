@@ -5,7 +5,6 @@ use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use super::group_write::{group_write, routed_group_write};
-use crate::amount::canonical;
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::intent::EntryKind;
@@ -163,9 +162,9 @@ impl PgGroup {
     ) -> Result<(), LedgerError> {
         let accounts: Vec<&str> = rows.iter().map(|r| r.0).collect();
         let units: Vec<&str> = rows.iter().map(|r| r.1).collect();
-        let amounts = |f: fn(&AccountBalance) -> rust_decimal::Decimal| {
+        let amounts = |f: fn(&AccountBalance) -> &crate::wide::WideDecimal| {
             rows.iter()
-                .map(|r| canonical(f(&r.2)))
+                .map(|r| f(&r.2).to_string())
                 .collect::<Vec<String>>()
         };
         sqlx::query(
@@ -178,9 +177,9 @@ impl PgGroup {
         .bind(tenant)
         .bind(&accounts)
         .bind(&units)
-        .bind(amounts(|b| b.debits))
-        .bind(amounts(|b| b.credits))
-        .bind(amounts(|b| b.held))
+        .bind(amounts(|b| &b.debits))
+        .bind(amounts(|b| &b.credits))
+        .bind(amounts(|b| &b.held))
         .execute(&mut *self.tx)
         .await?;
         Ok(())

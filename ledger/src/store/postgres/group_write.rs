@@ -47,10 +47,10 @@ pub(super) async fn group_write<'c>(
     let seqs: Vec<i64> = entries.iter().map(|e| e.seq).collect();
     let recorded: Vec<DateTime<Utc>> = entries.iter().map(|e| e.recorded_at).collect();
     let usage: Vec<Option<UsageColumns>> = entries.iter().map(UsageColumns::of).collect();
-    let amounts = |f: fn(&AccountBalance) -> rust_decimal::Decimal| {
+    let amounts = |f: fn(&AccountBalance) -> &crate::wide::WideDecimal| {
         balances
             .iter()
-            .map(|r| canonical(f(&r.2)))
+            .map(|r| f(&r.2).to_string())
             .collect::<Vec<String>>()
     };
     let accounts: Vec<&str> = balances.iter().map(|r| r.0.as_str()).collect();
@@ -102,14 +102,14 @@ pub(super) async fn group_write<'c>(
     .bind(col(|e| &e.params))
     .bind(col(|e| &e.fingerprint))
     .bind(recorded)
-    .bind(texts(|e| canonical(e.balance_after)))
+    .bind(texts(|e| e.balance_after.to_string()))
     .bind(col(|e| &e.prev_hash))
     .bind(col(|e| &e.hash))
     .bind(accounts)
     .bind(units)
-    .bind(amounts(|b| b.debits))
-    .bind(amounts(|b| b.credits))
-    .bind(amounts(|b| b.held))
+    .bind(amounts(|b| &b.debits))
+    .bind(amounts(|b| &b.credits))
+    .bind(amounts(|b| &b.held))
     .bind(records.iter().map(|r| r.kind).collect::<Vec<&str>>())
     .bind(
         records
@@ -237,7 +237,7 @@ pub(super) async fn routed_group_write(
                 .map(|e| e.recorded_at)
                 .collect::<Vec<DateTime<Utc>>>(),
         )
-        .bind(texts(|e| canonical(e.balance_after)))
+        .bind(texts(|e| e.balance_after.to_string()))
         .bind(col(|e| &e.prev_hash))
         .bind(col(|e| &e.hash))
         .bind(
@@ -262,10 +262,10 @@ pub(super) async fn routed_group_write(
         .await?;
     }
     if !balances.is_empty() {
-        let amounts = |f: fn(&AccountBalance) -> rust_decimal::Decimal| {
+        let amounts = |f: fn(&AccountBalance) -> &crate::wide::WideDecimal| {
             balances
                 .iter()
-                .map(|r| canonical(f(&r.2)))
+                .map(|r| f(&r.2).to_string())
                 .collect::<Vec<String>>()
         };
         sqlx::query(
@@ -279,9 +279,9 @@ pub(super) async fn routed_group_write(
         .bind(tenant)
         .bind(balances.iter().map(|r| r.0.as_str()).collect::<Vec<&str>>())
         .bind(balances.iter().map(|r| r.1.as_str()).collect::<Vec<&str>>())
-        .bind(amounts(|b| b.debits))
-        .bind(amounts(|b| b.credits))
-        .bind(amounts(|b| b.held))
+        .bind(amounts(|b| &b.debits))
+        .bind(amounts(|b| &b.credits))
+        .bind(amounts(|b| &b.held))
         .execute(&mut *tx)
         .await?;
     }

@@ -94,7 +94,7 @@ impl SqliteGroup {
                     .push_bind(&e.params)
                     .push_bind(&e.fingerprint)
                     .push_bind(format_recorded_at(&e.recorded_at))
-                    .push_bind(canonical(e.balance_after))
+                    .push_bind(e.balance_after.to_string())
                     .push_bind(&e.prev_hash)
                     .push_bind(&e.hash)
                     .push_bind(meter)
@@ -146,9 +146,9 @@ impl SqliteGroup {
                 b.push_bind(*tenant)
                     .push_bind(*account)
                     .push_bind(*unit)
-                    .push_bind(canonical(bal.debits))
-                    .push_bind(canonical(bal.credits))
-                    .push_bind(canonical(bal.held));
+                    .push_bind(bal.debits.to_string())
+                    .push_bind(bal.credits.to_string())
+                    .push_bind(bal.held.to_string());
             });
             q.push(
                 " ON CONFLICT (tenant_id, account, unit) DO UPDATE SET \

@@ -92,7 +92,7 @@ async fn flood_and_check(
         let b = balances.get(&format!("cust{account}"), "USD").unwrap();
         assert_eq!(
             b.debits,
-            rust_decimal::Decimal::from(total / 4),
+            crate::wide::WideDecimal::from((total / 4) as i64),
             "cust{account}"
         );
     }
@@ -140,13 +140,16 @@ fn unlooked_small_groups(after: usize) -> WriterConfig {
 
 /// After verifying the tenant's log: its entries, and the debits of
 /// `account` in USD.
-async fn verified_debits(storage: &Storage, account: &str) -> (i64, rust_decimal::Decimal) {
+async fn verified_debits(storage: &Storage, account: &str) -> (i64, crate::wide::WideDecimal) {
     let report = crate::verify::verify_tenant(storage, "t", |_| {})
         .await
         .unwrap()
         .unwrap();
     let balances = storage.stored_balances("t").await.unwrap();
-    (report.entries, balances.get(account, "USD").unwrap().debits)
+    (
+        report.entries,
+        balances.get(account, "USD").unwrap().debits.clone(),
+    )
 }
 
 /// A debit of 1 on `other`, credited to `@other-revenue`.

@@ -42,10 +42,10 @@ async fn tenants_posting_at_once_share_commits_and_keep_their_own_chains() {
                 let balances = db.storage.stored_balances(&tenant).await.unwrap();
                 for a in 0..4 {
                     let account = format!("cust{}", a + t % 3);
-                    let debits = balances.get(&account, "USD").unwrap().debits;
+                    let debits = balances.get(&account, "USD").unwrap().debits.clone();
                     assert_eq!(
                         debits,
-                        rust_decimal::Decimal::from(per_tenant / 4),
+                        crate::wide::WideDecimal::from(per_tenant / 4),
                         "{account}"
                     );
                 }

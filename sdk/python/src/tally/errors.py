@@ -247,7 +247,8 @@ class AlreadyReversed(Rejected):
 
 
 class TotalOutOfRange(Rejected):
-    """A total would leave the amount domain (28 significant digits)."""
+    """The replay of an entry an earlier server version rejected because a
+    total would have passed 28 digits; totals no longer have a limit."""
 
     code_name = "total_out_of_range"
 

@@ -534,7 +534,7 @@ export interface Problem {
   /**
    * Stored rejections (`insufficient_funds`, `hold_not_open`,
    * `hold_expired`, `refund_exceeds_payment`, `already_reversed`,
-   * `total_out_of_range`): the rejected entry (`status: "rejected"`), identical on every replay.
+   * `total_out_of_range`, replays only): the rejected entry (`status: "rejected"`), identical on every replay.
    */
   entry?: Entry;
   /**
@@ -567,7 +567,7 @@ export interface Problem {
  * | 422 | `hold_expired` | stored rejection: capture after `expires_at` (`entry`) |
  * | 422 | `refund_exceeds_payment` | stored rejection: refunds would exceed the payment (`entry`) |
  * | 422 | `already_reversed` | stored rejection: the entry already has a reversal (`entry`) |
- * | 422 | `total_out_of_range` | stored rejection: a total of an account it touches (`debits`, `credits`, `held`, `posted`, `available`) or a payment's refunded total would leave the amount domain, 28 significant digits of which at most 18 fractional (`entry`) |
+ * | 422 | `total_out_of_range` | stored rejection, no longer decided (totals have no digit limit): only the replay of an entry an earlier version rejected because a total would have passed 28 digits (`entry`) |
  * | 429 | `rate_limited` | writer queue full or the key over its rate limit; `Retry-After` |
  * | 500 | `internal` | a bug; nothing to retry |
  * | 503 | `unavailable` | database unreachable, server saturated or shutting down, request timed out; `Retry-After`; always retryable |
