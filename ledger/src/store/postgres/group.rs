@@ -4,7 +4,7 @@
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
-use super::group_write::group_write;
+use super::round_write::write_together;
 use crate::amount::canonical;
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
@@ -47,8 +47,12 @@ pub(super) async fn keyed_entries(
     rows.iter().map(entry).collect()
 }
 
+const LOCK: &str = "SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = $1 FOR UPDATE";
+
 pub(crate) struct PgGroup {
     pub(crate) tx: Transaction<'static, Postgres>,
+    /// Every statement names one tenant (see `PostgresStore::routed_by_tenant`).
+    pub(crate) routed_by_tenant: bool,
 }
 
 engine_group! {
@@ -66,9 +70,7 @@ impl PgGroup {
         crate::store::rules::rebuild_pg(&mut self.tx, tenant).await
     }
 
-    async fn lock_head_row(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
-        const LOCK: &str =
-            "SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = $1 FOR UPDATE";
+    pub(super) async fn lock_head_row(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
         if let Some(fence) = self.read_fence(LOCK, tenant).await? {
             return Ok(fence);
         }
@@ -76,7 +78,12 @@ impl PgGroup {
         Ok(self.read_fence(LOCK, tenant).await?.unwrap_or(Fence::EMPTY))
     }
 
-    async fn read_balances(
+    /// The tenant's head, locked, if it exists.
+    pub(super) async fn locked_head(&mut self, tenant: &str) -> Result<Option<Fence>, LedgerError> {
+        self.read_fence(LOCK, tenant).await
+    }
+
+    pub(super) async fn read_balances(
         &mut self,
         tenant: &str,
         accounts: &[&str],
@@ -124,7 +131,7 @@ impl PgGroup {
         rows.iter().map(entry).collect()
     }
 
-    async fn read_records(
+    pub(super) async fn read_records(
         &mut self,
         tenant: &str,
         keys: &[StateKey],
@@ -154,7 +161,7 @@ impl PgGroup {
             .collect()
     }
 
-    async fn upsert_balances(
+    pub(super) async fn upsert_balances(
         &mut self,
         tenant: &str,
         rows: &[(&str, &str, AccountBalance)],
@@ -185,10 +192,28 @@ impl PgGroup {
     }
 
     async fn write_all(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
-        let moved: i64 = group_write(write, &mut *self.tx).await?;
-        if moved != 1 {
-            return Err(head_moved());
+        match self.write_many(&[write]).await?[..] {
+            [true] => Ok(()),
+            _ => Err(head_moved()),
         }
-        Ok(())
+    }
+
+    /// Writes `writes` (see [`write_together`]); per write, whether it was
+    /// written (`false`: its head was not at its `start`, and it wrote
+    /// nothing). A failure (a constraint) leaves the transaction to be
+    /// rolled back (to a savepoint). Routed by tenant, the writes are of
+    /// one tenant and go one by one ([`PgGroup::write_routed`]).
+    pub(crate) async fn write_many(
+        &mut self,
+        writes: &[&GroupWrite],
+    ) -> Result<Vec<bool>, LedgerError> {
+        if self.routed_by_tenant {
+            let mut written = Vec::with_capacity(writes.len());
+            for write in writes {
+                written.push(self.write_routed(write).await?);
+            }
+            return Ok(written);
+        }
+        write_together(writes, &mut *self.tx).await
     }
 }
