@@ -1,21 +1,27 @@
 //! Group commit across tenants: the groups of different tenants that are
-//! ready at the same moment share one transaction, and so one fsync.
+//! ready at the same moment share one transaction, and so one fsync. It is
+//! the only way a group commits.
 //!
 //! A tenant's writer already gathers its own requests into groups; with many
 //! tenants each posting now and then, every group held one intent and paid a
 //! transaction and an fsync of its own (SQLite: 1.0 intent a group over 300
 //! tenants against 30 at one tenant). A committer takes every piece of work
-//! waiting when it is free, runs each inside a savepoint of one transaction,
-//! and commits once. Work that fails is rolled back to its savepoint and
-//! told so at once; it never fails the others, which commit without it. A
-//! commit that fails fails every piece of that round, as a failed commit of
-//! its own did before (the outcome is unknown: the writers read again).
+//! waiting when it is free, decides the groups that need reading on one
+//! transaction, writes the rows of all together (one statement per table)
+//! and commits once. A round whose pieces were all decided ahead is, on
+//! PostgreSQL, one statement in autocommit. A piece that fails is told so
+//! at once; it never fails the others, which commit without it (a group
+//! whose head moved is refused alone; a joint write that fails is written
+//! again piece by piece, each in a savepoint). A commit that fails fails
+//! every piece of that round, as a failed commit of its own did before (the
+//! outcome is unknown: the writers read again).
 //!
 //! Each tenant keeps its own head, chain and order: the work of one round
 //! locks and moves each tenant's head as a transaction of its own would,
 //! and a tenant's writer hands over its next group only once the round of
 //! the one before has ended. Rounds lock heads in tenant order, so two
 //! committers (or two processes) never wait on each other in a circle.
+//! Routed by tenant (PostgreSQL on Citus) a round holds one piece.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -225,8 +231,9 @@ async fn write_alone(storage: &Storage, round: Vec<Piece>) -> u64 {
             }
         }
         Err(e) if writes.len() == 1 => {
-            for (_, answer) in writes {
-                let _ = answer.send(Err(e.shared()));
+            // As it is: a key taken must reach the writer as one.
+            if let Some((_, answer)) = writes.pop() {
+                let _ = answer.send(Err(e));
             }
         }
         Err(_) => {
