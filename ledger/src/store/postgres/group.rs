@@ -4,7 +4,6 @@
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
-use super::round_write::write_together;
 use crate::amount::canonical;
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
@@ -13,7 +12,7 @@ use crate::state::StateKey;
 use crate::store::rows::decode_balance;
 use crate::store::rules::RulesRebuilt;
 use crate::store::shared::engine_group;
-use crate::store::transaction::{head_moved, Fence, GroupWrite};
+use crate::store::transaction::Fence;
 use crate::LedgerError;
 
 /// Entries holding one of `keys`.
@@ -189,31 +188,5 @@ impl PgGroup {
         .execute(&mut *self.tx)
         .await?;
         Ok(())
-    }
-
-    async fn write_all(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
-        match self.write_many(&[write]).await?[..] {
-            [true] => Ok(()),
-            _ => Err(head_moved()),
-        }
-    }
-
-    /// Writes `writes` (see [`write_together`]); per write, whether it was
-    /// written (`false`: its head was not at its `start`, and it wrote
-    /// nothing). A failure (a constraint) leaves the transaction to be
-    /// rolled back (to a savepoint). Routed by tenant, the writes are of
-    /// one tenant and go one by one ([`PgGroup::write_routed`]).
-    pub(crate) async fn write_many(
-        &mut self,
-        writes: &[&GroupWrite],
-    ) -> Result<Vec<bool>, LedgerError> {
-        if self.routed_by_tenant {
-            let mut written = Vec::with_capacity(writes.len());
-            for write in writes {
-                written.push(self.write_routed(write).await?);
-            }
-            return Ok(written);
-        }
-        write_together(writes, &mut *self.tx).await
     }
 }

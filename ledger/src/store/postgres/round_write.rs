@@ -11,7 +11,7 @@ use sqlx::{Postgres, Row};
 use crate::amount::canonical;
 use crate::balance::AccountBalance;
 use crate::entry::{StoredEntry, UsageColumns};
-use crate::store::transaction::GroupWrite;
+use crate::store::transaction::{head_moved, GroupWrite};
 use crate::LedgerError;
 
 use super::group::PgGroup;
@@ -182,6 +182,32 @@ fn piece_index(i: usize) -> i32 {
 }
 
 impl PgGroup {
+    pub(super) async fn write_all(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
+        match self.write_many(&[write]).await?[..] {
+            [true] => Ok(()),
+            _ => Err(head_moved()),
+        }
+    }
+
+    /// Writes `writes` (see [`write_together`]); per write, whether it was
+    /// written (`false`: its head was not at its `start`, and it wrote
+    /// nothing). A failure (a constraint) leaves the transaction to be
+    /// rolled back (to a savepoint). Routed by tenant, the writes are of
+    /// one tenant and go one by one ([`PgGroup::write_routed`]).
+    pub(crate) async fn write_many(
+        &mut self,
+        writes: &[&GroupWrite],
+    ) -> Result<Vec<bool>, LedgerError> {
+        if self.routed_by_tenant {
+            let mut written = Vec::with_capacity(writes.len());
+            for write in writes {
+                written.push(self.write_routed(write).await?);
+            }
+            return Ok(written);
+        }
+        write_together(writes, &mut *self.tx).await
+    }
+
     /// One tenant's group written routed by tenant (see
     /// [`super::PostgresStore::routed_by_tenant`]): every statement names the
     /// tenant as a bound scalar, so a distributed PostgreSQL (Citus) routes
