@@ -404,3 +404,20 @@ fn parse_committers(value: &str) -> Result<u32, String> {
         _ => Err(format!("{n} committers is more than 64")),
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod committers_tests {
+    use super::parse_committers;
+
+    /// Zero, once "every group alone", is refused and says why; 1 to 64 pass.
+    #[test]
+    fn zero_committers_are_refused_by_name() {
+        let refused = parse_committers("0").unwrap_err();
+        assert!(refused.contains("shared round"), "{refused}");
+        assert_eq!(parse_committers("1"), Ok(1));
+        assert_eq!(parse_committers("64"), Ok(64));
+        assert!(parse_committers("65").is_err());
+        assert!(parse_committers("x").is_err());
+    }
+}
