@@ -43,46 +43,41 @@ static CITUS_SKIP_NOTICE: Once = Once::new();
 /// after a notice printed once per process). Panics under
 /// `TALLY_REQUIRE_CITUS=1` when no cluster is configured.
 pub fn citus_admin_url() -> Option<String> {
-    match std::env::var(CITUS_URL_VAR) {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            if std::env::var(REQUIRE_CITUS_VAR).as_deref() == Ok("1") {
-                panic!(
-                    "TALLY_REQUIRE_CITUS=1 but TALLY_TEST_CITUS_URL is not set: \
-                     Citus tests must run, not skip"
-                );
-            }
-            CITUS_SKIP_NOTICE.call_once(|| {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "\n*** Citus tests SKIPPED: run scripts/citus-cluster.sh start and set TALLY_TEST_CITUS_URL to the URL it prints ***\n"
-                );
-            });
-            None
-        }
-    }
+    configured_url(
+        CITUS_URL_VAR,
+        REQUIRE_CITUS_VAR,
+        &CITUS_SKIP_NOTICE,
+        "Citus tests SKIPPED: run scripts/citus-cluster.sh start and set \
+         TALLY_TEST_CITUS_URL to the URL it prints",
+    )
 }
 
 /// The PostgreSQL admin URL tests should use, or `None` (skip, after a
 /// notice printed once per process). Panics under
 /// `TALLY_REQUIRE_POSTGRES=1` when no server is configured.
 pub fn postgres_admin_url() -> Option<String> {
-    match std::env::var(POSTGRES_URL_VAR) {
+    configured_url(
+        POSTGRES_URL_VAR,
+        REQUIRE_POSTGRES_VAR,
+        &SKIP_NOTICE,
+        "PostgreSQL tests SKIPPED: set \
+         TALLY_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test to run them",
+    )
+}
+
+/// The URL in `var`, or `None` after `notice` (once per process), or a
+/// panic when `require` is `1`: a green run must not hide a skip there.
+fn configured_url(var: &str, require: &str, once: &Once, notice: &str) -> Option<String> {
+    match std::env::var(var) {
         Ok(url) if !url.trim().is_empty() => Some(url),
         _ => {
-            if std::env::var(REQUIRE_POSTGRES_VAR).as_deref() == Ok("1") {
-                panic!(
-                    "TALLY_REQUIRE_POSTGRES=1 but TALLY_TEST_POSTGRES_URL is not set: \
-                     PostgreSQL tests must run, not skip"
-                );
+            if std::env::var(require).as_deref() == Ok("1") {
+                panic!("{require}=1 but {var} is not set: these tests must run, not skip");
             }
-            SKIP_NOTICE.call_once(|| {
+            once.call_once(|| {
                 // Written to the real stderr (not the captured test output)
                 // so the skip is visible in every run.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "\n*** PostgreSQL tests SKIPPED: set TALLY_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test to run them ***\n"
-                );
+                let _ = writeln!(std::io::stderr(), "\n*** {notice} ***\n");
             });
             None
         }
