@@ -1,9 +1,6 @@
 //! The entry points of the write path on [`Storage`]: a group decided and
 //! committed, a group decided with its write left to run on its own, and a
-//! group decided ahead from the writer's memory. The writer commits only
-//! in shared rounds (`super::shared`): a group decided ahead is written in
-//! one; [`Storage::commit_group`] and [`Storage::decide_group`], a group in
-//! a transaction of its own, serve tests and tools.
+//! group decided ahead from the writer's memory.
 
 use crate::decide::Decision;
 use crate::intent::Intent;
@@ -100,16 +97,18 @@ impl Storage {
     /// Decides `intents` from the writer's memory alone, on top of the
     /// group still being written (see [`ahead`]); `None` when the
     /// memory cannot answer every read. The returned write may start at
-    /// once: it goes into the next shared round of `commits`, and writes
-    /// nothing unless it finds the head where these decisions were made.
-    /// If it fails, `memory` must forget.
+    /// once: it waits for the head lock, which the group before holds until
+    /// its commit, and writes nothing unless it finds the head where these
+    /// decisions were made. If it fails, `memory` must forget. With
+    /// `commits`, the write goes into the next shared round instead of a
+    /// transaction of its own.
     pub(crate) async fn decide_ahead(
         &self,
         tenant: &str,
         intents: &[&Intent],
         absent: &[bool],
         memory: &mut WriterMemory,
-        commits: &SharedCommit,
+        commits: Option<&SharedCommit>,
     ) -> Option<DecidedWrite> {
         let group = Group {
             tenant,
@@ -118,13 +117,17 @@ impl Storage {
         };
         let decided = ahead(group, memory).await?;
         let start = decided.start;
-        let write = write_ahead_in_round(
-            commits.clone(),
-            tenant.to_owned(),
-            intents.len(),
-            start,
-            decided.write,
-        );
+        let (storage, tenant) = (self.clone(), tenant.to_owned());
+        let write: PendingWrite = match commits {
+            Some(commits) => {
+                write_ahead_in_round(commits.clone(), tenant, intents.len(), start, decided.write)
+            }
+            None => Box::pin(async move {
+                storage
+                    .write_ahead(&tenant, decided.start, decided.write.as_ref())
+                    .await
+            }),
+        };
         Some(DecidedWrite {
             decisions: decided.decisions,
             write,

@@ -77,11 +77,6 @@ async fn first_debit_remembered(storage: &Storage) -> WriterMemory {
     memory
 }
 
-/// The shared rounds of a writer on `storage`.
-fn rounds(storage: &Storage) -> SharedCommit {
-    SharedCommit::start(storage.clone(), 1, Arc::default())
-}
-
 /// A debit `id`, decided from `memory` alone as entry `seq`; its write.
 async fn decided_from_memory(
     storage: &Storage,
@@ -93,7 +88,7 @@ async fn decided_from_memory(
     let DecidedWrite {
         decisions, write, ..
     } = storage
-        .decide_ahead("t", &[&next], &[true], memory, &rounds(storage))
+        .decide_ahead("t", &[&next], &[true], memory, None)
         .await
         .expect("everything it needs is remembered");
     assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == seq));
