@@ -109,11 +109,10 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(0..=65_536))]
     pub recent_entries_mib: u32,
     /// Tasks that commit the groups of different tenants together, one
-    /// transaction (and one fsync) a round; 0 commits every group alone.
-    /// Default: 1 on SQLite (which uses one whatever the number), 4 on
-    /// PostgreSQL.
-    #[arg(long, env = "TALLY_COMMITTERS",
-          value_parser = clap::value_parser!(u32).range(0..=64))]
+    /// transaction (and one fsync) a round, 1 to 64: every group commits in
+    /// a round. Default: 1 on SQLite (which uses one whatever the number),
+    /// 4 on PostgreSQL.
+    #[arg(long, env = "TALLY_COMMITTERS", value_parser = parse_committers)]
     pub committers: Option<u32>,
     /// Milliseconds an API key found in the database is trusted before it
     /// is looked up again: the longest a revoked (deleted) key keeps working.
@@ -405,5 +404,40 @@ impl WebhookArgs {
             allow_insecure: self.webhook_allow_insecure,
             secret_grace: std::time::Duration::from_secs(self.webhook_secret_grace_s),
         }
+    }
+}
+
+/// `--committers`: 1 to 64. Zero, which once committed every group in a
+/// transaction of its own, is refused by name: that path is gone.
+fn parse_committers(value: &str) -> Result<u32, String> {
+    let n: u32 = value
+        .parse()
+        .map_err(|_| format!("'{value}' is not a number of committers (1 to 64)"))?;
+    match n {
+        0 => Err(
+            "0 is no longer accepted: every group commits in a shared round, \
+                  so at least one committer is needed (1 to 64; the default is 1 on \
+                  SQLite, 4 on PostgreSQL)"
+                .to_owned(),
+        ),
+        1..=64 => Ok(n),
+        _ => Err(format!("{n} committers is more than 64")),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod committers_tests {
+    use super::parse_committers;
+
+    /// Zero, once "every group alone", is refused and says why; 1 to 64 pass.
+    #[test]
+    fn zero_committers_are_refused_by_name() {
+        let refused = parse_committers("0").unwrap_err();
+        assert!(refused.contains("shared round"), "{refused}");
+        assert_eq!(parse_committers("1"), Ok(1));
+        assert_eq!(parse_committers("64"), Ok(64));
+        assert!(parse_committers("65").is_err());
+        assert!(parse_committers("x").is_err());
     }
 }

@@ -43,7 +43,32 @@ impl TestDb {
         dbs
     }
 
+    /// A new PostgreSQL database written routed by tenant, as on Citus
+    /// (`PostgresStore::routed_by_tenant`); `None` when no server is configured.
+    pub async fn postgres_routed(pool_size: u32) -> Option<TestDb> {
+        let mut db = TestDb::postgres(pool_size).await?;
+        if let Storage::Postgres(s) = &db.storage {
+            db.storage = Storage::Postgres(s.clone().with_routing_by_tenant(true));
+        }
+        Some(db)
+    }
+
+    /// [`TestDb::every_engine`], and PostgreSQL routed by tenant.
+    pub async fn every_engine_and_routed(pool_size: u32) -> Vec<TestDb> {
+        let mut dbs = TestDb::every_engine(pool_size).await;
+        dbs.extend(TestDb::postgres_routed(pool_size).await);
+        dbs
+    }
+
+    /// Whether every statement of the write path names one tenant.
+    pub fn routed(&self) -> bool {
+        matches!(&self.storage, Storage::Postgres(s) if s.routed_by_tenant())
+    }
+
     pub fn engine(&self) -> &'static str {
+        if self.routed() {
+            return "postgres routed by tenant";
+        }
         self.storage.engine_name()
     }
 

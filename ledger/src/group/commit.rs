@@ -1,6 +1,9 @@
 //! The entry points of the write path on [`Storage`]: a group decided and
 //! committed, a group decided with its write left to run on its own, and a
-//! group decided ahead from the writer's memory.
+//! group decided ahead from the writer's memory. The writer commits only
+//! in shared rounds (`super::shared`): a group decided ahead is written in
+//! one; [`Storage::commit_group`] and [`Storage::decide_group`], a group in
+//! a transaction of its own, serve tests and tools.
 
 use crate::decide::Decision;
 use crate::intent::Intent;
@@ -97,18 +100,16 @@ impl Storage {
     /// Decides `intents` from the writer's memory alone, on top of the
     /// group still being written (see [`ahead`]); `None` when the
     /// memory cannot answer every read. The returned write may start at
-    /// once: it waits for the head lock, which the group before holds until
-    /// its commit, and writes nothing unless it finds the head where these
-    /// decisions were made. If it fails, `memory` must forget. With
-    /// `commits`, the write goes into the next shared round instead of a
-    /// transaction of its own.
+    /// once: it goes into the next shared round of `commits`, and writes
+    /// nothing unless it finds the head where these decisions were made.
+    /// If it fails, `memory` must forget.
     pub(crate) async fn decide_ahead(
         &self,
         tenant: &str,
         intents: &[&Intent],
         absent: &[bool],
         memory: &mut WriterMemory,
-        commits: Option<&SharedCommit>,
+        commits: &SharedCommit,
     ) -> Option<DecidedWrite> {
         let group = Group {
             tenant,
@@ -117,17 +118,13 @@ impl Storage {
         };
         let decided = ahead(group, memory).await?;
         let start = decided.start;
-        let (storage, tenant) = (self.clone(), tenant.to_owned());
-        let write: PendingWrite = match commits {
-            Some(commits) => {
-                write_ahead_in_round(commits.clone(), tenant, intents.len(), start, decided.write)
-            }
-            None => Box::pin(async move {
-                storage
-                    .write_ahead(&tenant, decided.start, decided.write.as_ref())
-                    .await
-            }),
-        };
+        let write = write_ahead_in_round(
+            commits.clone(),
+            tenant.to_owned(),
+            intents.len(),
+            start,
+            decided.write,
+        );
         Some(DecidedWrite {
             decisions: decided.decisions,
             write,

@@ -30,7 +30,7 @@ use crate::store::{Fence, GroupWrite};
 
 pub use memory::{MemoryBudget, WriterMemory, CONTENDED_FOR, MEMORY_LIMIT, PROCESS_MEMORY_LIMIT};
 pub(crate) use pending::{DecidedWrite, PendingWrite};
-pub(crate) use shared::decide_in_round;
+pub(crate) use shared::{commit_in_round, decide_in_round};
 
 /// The intents of one group (see `Storage::commit_group_with`).
 pub(crate) struct Group<'a> {

@@ -10,9 +10,7 @@ use crate::decide::Decision;
 use crate::intent::Intent;
 use crate::names::is_system_account;
 use crate::state::StateKey;
-use crate::store::{
-    head_moved, Fence, GroupTransaction, GroupWrite, ReadAhead, RoundWork, SharedCommit,
-};
+use crate::store::{Fence, GroupWrite, ReadAhead, RoundWork, SharedCommit};
 use crate::LedgerError;
 
 use super::memory::WriterMemory;
@@ -105,9 +103,32 @@ pub(crate) async fn decide_in_round(
     }
 }
 
+/// Like `Storage::commit_group_with`, in the next shared round: decided
+/// there ([`decide_in_round`]) and committed with it. `memory` is
+/// forgotten if the write fails (its commit may have happened or not).
+pub(crate) async fn commit_in_round(
+    commits: &SharedCommit,
+    tenant: &str,
+    intents: &[&Intent],
+    absent: &[bool],
+    final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+    memory: &mut WriterMemory,
+) -> Result<Vec<Decision>, LedgerError> {
+    let DecidedWrite {
+        decisions, write, ..
+    } = decide_in_round(commits, tenant, intents, absent, final_now, memory).await?;
+    if let Err(e) = write.await {
+        memory.forget();
+        return Err(e);
+    }
+    Ok(decisions)
+}
+
 /// The write of a group decided ahead, in the round that is next when the
 /// returned future is first polled (after the write before it is done):
-/// only on top of `start`, like `Storage::write_ahead`.
+/// only on top of `start`. A group with nothing to write still checks its
+/// head: its refusals were decided on the state at `start`, so it is
+/// written as a head moved from `start` to where it is.
 pub(crate) fn write_ahead_in_round(
     commits: SharedCommit,
     tenant: String,
@@ -116,20 +137,16 @@ pub(crate) fn write_ahead_in_round(
     write: Option<GroupWrite>,
 ) -> PendingWrite {
     Box::pin(async move {
-        let owner = tenant.clone();
-        let work: RoundWork = Box::new(move |mut tx| {
-            Box::pin(async move {
-                match write {
-                    // Its write refuses a head that is not `start`.
-                    Some(write) => Ok(Some(write)),
-                    // Its refusals were decided on the state it checks now.
-                    None if tx.lock_head(&owner).await? != start => Err(head_moved()),
-                    None => Ok(None),
-                }
-            })
+        let write = write.unwrap_or_else(|| GroupWrite {
+            tenant,
+            entries: Vec::new(),
+            balances: Vec::new(),
+            records: Vec::new(),
+            start,
+            head: start.head,
         });
         commits
-            .submit(&tenant, intents, None, work)
+            .submit_write(intents, write)
             .await
             .unwrap_or_else(|_| Err(committer_stopped()))
     })

@@ -4,7 +4,7 @@ use super::postgres::PgGroup;
 use super::read_ahead::{ReadAhead, ReadAheadRows};
 use super::sqlite::SqliteGroup;
 use super::storage::Storage;
-use super::transaction::{write_ahead, Fence, GroupTransaction, GroupWrite};
+use super::transaction::{Fence, GroupTransaction, GroupWrite};
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::intent::EntryKind;
@@ -87,17 +87,23 @@ impl EngineGroup {
         }
     }
 
-    /// Writes the groups of distinct tenants (see [`GroupTransaction::write_group`]):
-    /// on SQLite one statement per table for all of them.
-    pub(crate) async fn write_many(&mut self, writes: &[&GroupWrite]) -> Result<(), LedgerError> {
+    /// Writes the groups of a round (see [`GroupTransaction::write_group`]),
+    /// one statement per table for all of them (on PostgreSQL routed by
+    /// tenant, a round's one group as statements naming its tenant). Per
+    /// write, whether it was written: on PostgreSQL a group whose head moved
+    /// writes nothing while the others are written (`false`); on SQLite
+    /// such a group fails the call, as does any failure on either engine,
+    /// the transaction then to be rolled back to a savepoint.
+    pub(crate) async fn write_many(
+        &mut self,
+        writes: &[&GroupWrite],
+    ) -> Result<Vec<bool>, LedgerError> {
         match &mut self.0 {
-            Engine::Sqlite(g) => g.write_many(writes).await,
-            Engine::Postgres(g) => {
-                for write in writes {
-                    g.write_group(write).await?;
-                }
-                Ok(())
+            Engine::Sqlite(g) => {
+                g.write_many(writes).await?;
+                Ok(vec![true; writes.len()])
             }
+            Engine::Postgres(g) => g.write_many(writes).await,
         }
     }
 
@@ -126,21 +132,34 @@ impl Storage {
         }))
     }
 
-    /// Writes a group decided ahead, on top of `start` only (see
-    /// [`write_ahead`]). PostgreSQL sends a group with rows as one
-    /// statement of its own.
-    pub(crate) async fn write_ahead(
+    /// Whether a round of groups all decided ahead is written as one
+    /// statement in autocommit ([`Storage::write_alone`]): on PostgreSQL,
+    /// not routed by tenant. Elsewhere every round is a transaction.
+    pub(crate) fn writes_alone(&self) -> bool {
+        matches!(self, Storage::Postgres(s) if !s.routed_by_tenant())
+    }
+
+    /// Writes a round's groups, every one decided ahead, as one statement
+    /// in autocommit (where [`Storage::writes_alone`]). Per write, whether
+    /// it was written (see [`EngineGroup::write_many`]).
+    pub(crate) async fn write_alone(
         &self,
-        tenant: &str,
-        start: Fence,
-        write: Option<&GroupWrite>,
-    ) -> Result<(), LedgerError> {
+        writes: &[&GroupWrite],
+    ) -> Result<Vec<bool>, LedgerError> {
         match self {
-            Storage::Sqlite(s) => write_ahead(s.begin_group().await?, tenant, start, write).await,
-            Storage::Postgres(s) => match write {
-                Some(write) => s.write_alone(write).await,
-                None => write_ahead(s.begin_group().await?, tenant, start, None).await,
-            },
+            Storage::Postgres(s) if !s.routed_by_tenant() => s.write_alone(writes).await,
+            _ => Err(LedgerError::Unavailable(
+                "this engine writes every round in a transaction".to_owned(),
+            )),
+        }
+    }
+
+    /// Most groups in one round: one where every statement must name a
+    /// single tenant (PostgreSQL routed by tenant).
+    pub(crate) fn most_groups_a_round(&self, most: usize) -> usize {
+        match self {
+            Storage::Postgres(s) if s.routed_by_tenant() => 1,
+            _ => most,
         }
     }
 }

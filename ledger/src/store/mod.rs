@@ -39,4 +39,4 @@ pub(crate) use shared_commit::RoundWork;
 pub use shared_commit::{RoundStats, SharedCommit, MAX_ROUND_INTENTS, MAX_ROUND_WORK};
 pub use sqlite::{SqliteStore, SqliteWrite};
 pub use storage::Storage;
-pub(crate) use transaction::{head_moved, Fence, GroupTransaction, GroupWrite};
+pub(crate) use transaction::{Fence, GroupTransaction, GroupWrite};

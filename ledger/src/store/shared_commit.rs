@@ -1,21 +1,27 @@
 //! Group commit across tenants: the groups of different tenants that are
-//! ready at the same moment share one transaction, and so one fsync.
+//! ready at the same moment share one transaction, and so one fsync. It is
+//! the only way a group commits.
 //!
 //! A tenant's writer already gathers its own requests into groups; with many
 //! tenants each posting now and then, every group held one intent and paid a
 //! transaction and an fsync of its own (SQLite: 1.0 intent a group over 300
 //! tenants against 30 at one tenant). A committer takes every piece of work
-//! waiting when it is free, runs each inside a savepoint of one transaction,
-//! and commits once. Work that fails is rolled back to its savepoint and
-//! told so at once; it never fails the others, which commit without it. A
-//! commit that fails fails every piece of that round, as a failed commit of
-//! its own did before (the outcome is unknown: the writers read again).
+//! waiting when it is free, decides the groups that need reading on one
+//! transaction, writes the rows of all together (one statement per table)
+//! and commits once. A round whose pieces were all decided ahead is, on
+//! PostgreSQL, one statement in autocommit. A piece that fails is told so
+//! at once; it never fails the others, which commit without it (a group
+//! whose head moved is refused alone; a joint write that fails is written
+//! again piece by piece, each in a savepoint). A commit that fails fails
+//! every piece of that round, as a failed commit of its own did before (the
+//! outcome is unknown: the writers read again).
 //!
 //! Each tenant keeps its own head, chain and order: the work of one round
 //! locks and moves each tenant's head as a transaction of its own would,
 //! and a tenant's writer hands over its next group only once the round of
 //! the one before has ended. Rounds lock heads in tenant order, so two
 //! committers (or two processes) never wait on each other in a circle.
+//! Routed by tenant (PostgreSQL on Citus) a round holds one piece.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -27,7 +33,7 @@ use super::engine_group::EngineGroup;
 use super::piece_tx::PieceTx;
 use super::read_ahead::{ReadAhead, ReadAheadRows};
 use super::storage::Storage;
-use super::transaction::{GroupTransaction, GroupWrite};
+use super::transaction::{head_moved, GroupTransaction, GroupWrite};
 use crate::LedgerError;
 
 /// One tenant's part of a round: its reads on the round's transaction
@@ -56,9 +62,21 @@ pub(crate) type Committed = oneshot::Receiver<Result<(), LedgerError>>;
 struct Piece {
     tenant: String,
     intents: usize,
-    reads: Option<ReadAhead>,
-    work: RoundWork,
+    work: Work,
     committed: Answer,
+}
+
+/// What a piece brings to its round.
+enum Work {
+    /// A group to decide on the round's transaction, reading ahead what
+    /// `reads` says, if it knows.
+    Decide {
+        reads: Option<ReadAhead>,
+        work: RoundWork,
+    },
+    /// A group decided ahead from its writer's memory: only rows to write,
+    /// on top of the head it was decided on.
+    Write(GroupWrite),
 }
 
 /// Hands work to the committers; cloned by every tenant's writer.
@@ -72,14 +90,14 @@ pub struct SharedCommit {
 pub struct RoundStats {
     pub rounds: std::sync::atomic::AtomicU64,
     pub pieces: std::sync::atomic::AtomicU64,
-    /// Pieces rolled back to their savepoint while the rest of their round
-    /// committed.
+    /// Pieces refused (rolled back to their savepoint, or whose head had
+    /// moved) while the rest of their round committed.
     pub pieces_failed: std::sync::atomic::AtomicU64,
 }
 
 impl SharedCommit {
-    /// Starts `committers` tasks, each running one round at a time on its
-    /// own transaction (SQLite has one write connection: one committer).
+    /// Starts `committers` tasks (at least one), each running one round at
+    /// a time (SQLite has one write connection: one committer).
     pub fn start(storage: Storage, committers: usize, stats: Arc<RoundStats>) -> Self {
         let (queue, receiver) = mpsc::unbounded_channel();
         let receiver = Arc::new(Mutex::new(receiver));
@@ -108,11 +126,21 @@ impl SharedCommit {
         reads: Option<ReadAhead>,
         work: RoundWork,
     ) -> Committed {
+        self.send(tenant, intents, Work::Decide { reads, work })
+    }
+
+    /// Queues the rows of a group of `intents` decided ahead for the next
+    /// round: written only if its tenant's head is still at `write.start`.
+    pub(crate) fn submit_write(&self, intents: usize, write: GroupWrite) -> Committed {
+        let tenant = write.tenant.clone();
+        self.send(&tenant, intents, Work::Write(write))
+    }
+
+    fn send(&self, tenant: &str, intents: usize, work: Work) -> Committed {
         let (committed, outcome) = oneshot::channel();
         let piece = Piece {
             tenant: tenant.to_owned(),
             intents,
-            reads,
             work,
             committed,
         };
@@ -131,6 +159,7 @@ async fn commit_rounds(
     stats: Arc<RoundStats>,
 ) {
     use std::sync::atomic::Ordering::Relaxed;
+    let most = storage.most_groups_a_round(MAX_ROUND_WORK);
     loop {
         let mut round = {
             let mut queue = queue.lock().await;
@@ -139,7 +168,7 @@ async fn commit_rounds(
             };
             let mut intents = first.intents;
             let mut round = vec![first];
-            while round.len() < MAX_ROUND_WORK && intents < MAX_ROUND_INTENTS {
+            while round.len() < most && intents < MAX_ROUND_INTENTS {
                 match queue.try_recv() {
                     Ok(piece) => {
                         intents += piece.intents;
@@ -155,13 +184,79 @@ async fn commit_rounds(
         round.sort_by(|a, b| a.tenant.cmp(&b.tenant));
         stats.rounds.fetch_add(1, Relaxed);
         stats.pieces.fetch_add(round.len() as u64, Relaxed);
-        let failed = run_round(&storage, round).await;
+        let failed = if storage.writes_alone() && round.iter().all(Piece::is_write) {
+            write_alone(&storage, round).await
+        } else {
+            run_round(&storage, round).await
+        };
         stats.pieces_failed.fetch_add(failed, Relaxed);
     }
 }
 
-/// Runs one round and answers each piece; returns how many pieces were
-/// rolled back while the round went on.
+impl Piece {
+    fn is_write(&self) -> bool {
+        matches!(self.work, Work::Write(_))
+    }
+}
+
+/// A round of groups all decided ahead, on an engine that writes them as
+/// one statement in autocommit (PostgreSQL): no transaction around it, one
+/// round trip. A group whose head moved is refused alone; should the
+/// statement fail (a key taken by another process), each group is written
+/// again alone, so only the one that fails alone is refused. Returns how
+/// many groups were refused while others committed.
+async fn write_alone(storage: &Storage, round: Vec<Piece>) -> u64 {
+    let mut writes = Vec::with_capacity(round.len());
+    for piece in round {
+        match piece.work {
+            Work::Write(write) => writes.push((write, piece.committed)),
+            // Never: the caller checked every piece is a write.
+            Work::Decide { .. } => {
+                let _ = piece.committed.send(Err(LedgerError::Unavailable(
+                    "a group to decide reached a round of writes".to_owned(),
+                )));
+            }
+        }
+    }
+    let all: Vec<&GroupWrite> = writes.iter().map(|(w, _)| w).collect();
+    let together = storage.write_alone(&all).await;
+    drop(all);
+    let mut failed = 0;
+    match together {
+        Ok(written) => {
+            for ((_, answer), written) in writes.into_iter().zip(written) {
+                let outcome = if written { Ok(()) } else { Err(head_moved()) };
+                failed += u64::from(!written);
+                let _ = answer.send(outcome);
+            }
+        }
+        Err(e) if writes.len() == 1 => {
+            // As it is: a key taken must reach the writer as one.
+            if let Some((_, answer)) = writes.pop() {
+                let _ = answer.send(Err(e));
+            }
+        }
+        Err(_) => {
+            for (write, answer) in writes {
+                let outcome = one_written(storage.write_alone(&[&write]).await);
+                failed += u64::from(outcome.is_err());
+                let _ = answer.send(outcome);
+            }
+        }
+    }
+    failed
+}
+
+/// The outcome of a write of one group: written, its head moved, or failed.
+fn one_written(written: Result<Vec<bool>, LedgerError>) -> Result<(), LedgerError> {
+    match written?[..] {
+        [true] => Ok(()),
+        _ => Err(head_moved()),
+    }
+}
+
+/// Runs one round on a transaction and answers each piece; returns how
+/// many pieces were refused while the round went on.
 async fn run_round(storage: &Storage, round: Vec<Piece>) -> u64 {
     let mut tx = match storage.begin_group().await {
         Ok(tx) => tx,
@@ -197,17 +292,35 @@ type Answer = oneshot::Sender<Result<(), LedgerError>>;
 type Outcome = Result<(Vec<Answer>, u64), (Vec<Answer>, LedgerError)>;
 
 /// Every piece reads and decides first (what they asked for read ahead
-/// for all of them, [`EngineGroup::read_ahead`]), and then the writes of
-/// all go out together ([`EngineGroup::write_many`]: on SQLite one
-/// statement per table). Should they fail, they are written again piece by
-/// piece, each in a savepoint, and only the pieces that fail alone are
-/// refused. The reads write nothing a failed piece must take back (a head
-/// row at seq 0 at most, which locking the head creates anyway). A read
-/// that fails in the database fails its piece; on PostgreSQL, where a
-/// failed statement aborts the transaction, it fails the round with it
-/// (a database fault, not anything a tenant sent).
+/// for all of them, [`EngineGroup::read_ahead`], which also locks the heads
+/// of the groups decided ahead, so that every head of the round is locked
+/// in tenant order), and then the writes of all go out together
+/// ([`EngineGroup::write_many`]: one statement per table). A group whose
+/// head moved is refused on its own (on SQLite it fails the joint write).
+/// Should the joint write fail, the groups are written again one by one,
+/// each in a savepoint, and only the ones that fail alone are refused. The
+/// reads write nothing a failed piece must take back (a head row at seq 0
+/// at most, which locking the head creates anyway). A read that fails in
+/// the database fails its piece; on PostgreSQL, where a failed statement
+/// aborts the transaction, it fails the round with it (a database fault,
+/// not anything a tenant sent).
 async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
-    let asks: Vec<&ReadAhead> = round.iter().filter_map(|p| p.reads.as_ref()).collect();
+    let heads_only: Vec<ReadAhead> = round
+        .iter()
+        .filter(|p| p.is_write())
+        .map(|p| ReadAhead {
+            tenant: p.tenant.clone(),
+            ..ReadAhead::default()
+        })
+        .collect();
+    let mut heads_only_iter = heads_only.iter();
+    let asks: Vec<&ReadAhead> = round
+        .iter()
+        .filter_map(|p| match &p.work {
+            Work::Decide { reads, .. } => reads.as_ref(),
+            Work::Write(_) => heads_only_iter.next(),
+        })
+        .collect();
     let read: Vec<ReadAheadRows> = if asks.is_empty() {
         Vec::new()
     } else {
@@ -216,29 +329,40 @@ async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
             Err(e) => return Err((round.into_iter().map(|p| p.committed).collect(), e)),
         }
     };
+    drop(asks);
     let mut read = read.into_iter();
     let mut writes = Vec::with_capacity(round.len());
     let mut done = Vec::with_capacity(round.len());
     let mut failed = 0;
     for piece in round {
-        // The asks were taken in round order: a piece that asked gets its rows.
-        let rows = match piece.reads {
-            Some(_) => read.next().unwrap_or_default(),
-            None => ReadAheadRows::default(),
-        };
-        match (piece.work)(PieceTx { tx, rows }).await {
-            Ok(Some(write)) => writes.push((write, piece.committed)),
-            Ok(None) => done.push(piece.committed),
-            Err(e) => {
-                failed += 1;
-                let _ = piece.committed.send(Err(e));
+        match piece.work {
+            Work::Write(write) => {
+                // Its head is locked; its rows are not needed.
+                read.next();
+                writes.push((write, piece.committed));
+            }
+            Work::Decide { reads, work } => {
+                // The asks were taken in round order: a piece that asked
+                // gets its rows.
+                let rows = match reads {
+                    Some(_) => read.next().unwrap_or_default(),
+                    None => ReadAheadRows::default(),
+                };
+                match work(PieceTx { tx, rows }).await {
+                    Ok(Some(write)) => writes.push((write, piece.committed)),
+                    Ok(None) => done.push(piece.committed),
+                    Err(e) => {
+                        failed += 1;
+                        let _ = piece.committed.send(Err(e));
+                    }
+                }
             }
         }
     }
     let all: Vec<&GroupWrite> = writes.iter().map(|(w, _)| w).collect();
     if writes.len() == 1 && done.is_empty() {
         // Alone in its round: a failure rolls back the transaction itself.
-        let written = tx.write_many(&all).await;
+        let written = one_written(tx.write_many(&all).await);
         drop(all);
         if let Some((_, answer)) = writes.pop() {
             return match written {
@@ -259,11 +383,19 @@ async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
         Err(e) => return Err((answers(writes, done), e)),
     };
     drop(all);
-    if together.is_ok() {
+    if let Ok(written) = together {
         if let Err(e) = tx.execute("RELEASE SAVEPOINT piece").await {
             return Err((answers(writes, done), e));
         }
-        done.extend(writes.into_iter().map(|(_, answer)| answer));
+        for ((_, answer), written) in writes.into_iter().zip(written) {
+            if written {
+                done.push(answer);
+            } else {
+                // Its head moved: it wrote nothing, the others did.
+                failed += 1;
+                let _ = answer.send(Err(head_moved()));
+            }
+        }
         return Ok((done, failed));
     }
     if let Err(e) = undo(tx).await {
@@ -272,7 +404,7 @@ async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
     let mut writes = writes.into_iter();
     while let Some((write, answer)) = writes.next() {
         let written = match savepoint(tx).await {
-            Ok(()) => tx.write_many(&[&write]).await,
+            Ok(()) => one_written(tx.write_many(&[&write]).await),
             Err(e) => {
                 let rest = std::iter::once(answer).chain(writes.map(|(_, a)| a));
                 return Err((rest.chain(done).collect(), e));

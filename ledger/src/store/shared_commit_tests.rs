@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::*;
 use crate::balance::AccountBalance;
-use crate::store::GroupTransaction;
+use crate::store::{Fence, GroupTransaction};
 use crate::test_databases::TestDb;
 
 /// How a piece of [`set_balance`] ends.
@@ -60,7 +60,7 @@ async fn debits(storage: &Storage, tenant: &str) -> Option<crate::wide::WideDeci
 /// nothing; the others commit, in one round.
 #[tokio::test(flavor = "current_thread")]
 async fn a_failing_piece_leaves_nothing_and_the_rest_of_its_round_commits() {
-    for db in TestDb::every_engine(4).await {
+    for db in TestDb::every_engine_and_routed(4).await {
         let stats = Arc::new(RoundStats::default());
         let commits = SharedCommit::start(db.storage.clone(), 2, stats.clone());
         // Queued before the committer first runs (one thread): one round.
@@ -75,9 +75,14 @@ async fn a_failing_piece_leaves_nothing_and_the_rest_of_its_round_commits() {
         assert!(c.await.unwrap().is_ok(), "{engine}");
         assert!(d.await.unwrap().is_err(), "{engine}");
         assert!(e.await.unwrap().is_ok(), "{engine}");
-        assert_eq!(stats.rounds.load(Relaxed), 1, "{engine}");
+        if db.routed() {
+            // Routed by tenant, a round holds one tenant's group.
+            assert_eq!(stats.rounds.load(Relaxed), 5, "{engine}");
+        } else {
+            assert_eq!(stats.rounds.load(Relaxed), 1, "{engine}");
+            assert_eq!(stats.pieces_failed.load(Relaxed), 2, "{engine}");
+        }
         assert_eq!(stats.pieces.load(Relaxed), 5);
-        assert_eq!(stats.pieces_failed.load(Relaxed), 2, "{engine}");
         assert_eq!(
             debits(&db.storage, "a").await,
             Some(crate::wide::WideDecimal::from(5))
@@ -97,6 +102,93 @@ async fn a_failing_piece_leaves_nothing_and_the_rest_of_its_round_commits() {
         let b = commits.submit("b", 1, None, set_balance("b", 7, Ends::WritesOnAMovedHead));
         assert!(b.await.unwrap().is_err());
         assert_eq!(debits(&db.storage, "b").await, None, "{engine}");
+        db.remove().await;
+    }
+}
+
+/// The head of `tenant`, as a group would lock it (the lock is let go).
+async fn head_of(storage: &Storage, tenant: &str) -> Fence {
+    let mut tx = storage.begin_group().await.unwrap();
+    let fence = tx.lock_head(tenant).await.unwrap();
+    GroupTransaction::commit(tx).await.unwrap();
+    fence
+}
+
+/// The rows of a group decided ahead on `start`: `tenant`'s balance of
+/// `acct` set to `debits`, the head left where it is.
+fn balance_write(tenant: &str, debits: i64, start: Fence) -> GroupWrite {
+    GroupWrite {
+        tenant: tenant.to_owned(),
+        entries: Vec::new(),
+        balances: vec![(
+            "acct".to_owned(),
+            "USD".to_owned(),
+            AccountBalance {
+                debits: crate::wide::WideDecimal::from(debits),
+                ..AccountBalance::default()
+            },
+        )],
+        records: Vec::new(),
+        start,
+        head: start.head,
+    }
+}
+
+/// Groups decided ahead of five tenants share a round (on PostgreSQL one
+/// statement in autocommit; with a group to decide among them, one
+/// transaction), written together. Another process moved one tenant's
+/// head after its group was decided (a rebuild's lock bumps the
+/// generation): that group alone is refused and writes nothing, the
+/// others commit in the same round.
+#[tokio::test(flavor = "current_thread")]
+async fn a_head_moved_by_another_process_refuses_only_its_tenant_in_the_round() {
+    for db in TestDb::every_engine_and_routed(4).await {
+        let engine = db.engine();
+        for with_a_group_to_decide in [false, true] {
+            let stats = Arc::new(RoundStats::default());
+            let commits = SharedCommit::start(db.storage.clone(), 2, stats.clone());
+            let tenants: Vec<String> = (0..5)
+                .map(|t| format!("moved-{with_a_group_to_decide}-{t}"))
+                .collect();
+            let mut starts = Vec::new();
+            for t in &tenants {
+                starts.push(head_of(&db.storage, t).await);
+            }
+            db.storage
+                .lock_tenant(&tenants[2])
+                .await
+                .unwrap()
+                .commit()
+                .await
+                .unwrap();
+            let mut outcomes = Vec::new();
+            for (i, (t, start)) in tenants.iter().zip(&starts).enumerate() {
+                outcomes.push(commits.submit_write(1, balance_write(t, 10 + i as i64, *start)));
+            }
+            let decided = with_a_group_to_decide.then(|| {
+                commits.submit(
+                    "moved-0-decided",
+                    1,
+                    None,
+                    set_balance("moved-0-decided", 4, Ends::Writes),
+                )
+            });
+            for (i, outcome) in outcomes.into_iter().enumerate() {
+                let outcome = outcome.await.unwrap();
+                assert_eq!(outcome.is_ok(), i != 2, "{engine}: {i} {outcome:?}");
+            }
+            if let Some(decided) = decided {
+                assert!(decided.await.unwrap().is_ok(), "{engine}");
+            }
+            for (i, t) in tenants.iter().enumerate() {
+                let expected = (i != 2).then(|| crate::wide::WideDecimal::from(10 + i as i64));
+                assert_eq!(debits(&db.storage, t).await, expected, "{engine}: {t}");
+            }
+            if !db.routed() {
+                assert_eq!(stats.rounds.load(Relaxed), 1, "{engine}");
+                assert_eq!(stats.pieces_failed.load(Relaxed), 1, "{engine}");
+            }
+        }
         db.remove().await;
     }
 }

@@ -127,28 +127,6 @@ impl GroupWrite {
     }
 }
 
-/// Writes a group decided ahead from the writer's memory on `tx`: only if the head is still the one it was decided on — the group
-/// before it committed and nobody else appended or rebuilt since — else
-/// nothing is written and the writer decides the group again.
-pub(super) async fn write_ahead<T: GroupTransaction>(
-    mut tx: T,
-    tenant: &str,
-    start: Fence,
-    write: Option<&GroupWrite>,
-) -> Result<(), LedgerError> {
-    match write {
-        // Its write refuses a head that is not `start`.
-        Some(write) => write.apply(tx).await,
-        None => {
-            // Its refusals were decided on the state it checks now.
-            if tx.lock_head(tenant).await? != start {
-                return Err(head_moved());
-            }
-            tx.commit().await
-        }
-    }
-}
-
 /// The head row as a writer's fence (`SELECT seq, hash, generation`).
 pub(crate) fn decode_fence<'r, R>(row: Option<&'r R>) -> Result<Fence, LedgerError>
 where

@@ -28,10 +28,12 @@ pub struct WriterConfig {
     /// the writer or the database (`crate::recent::RecentEntries`); zero holds none.
     pub recent_entries_bytes: usize,
     /// Tasks committing the groups of different tenants together, each
-    /// round in one transaction (`crate::store::SharedCommit`). Zero: every
-    /// group commits in a transaction of its own. SQLite has one write
-    /// connection and uses one whatever the number. `None`: the engine's
-    /// default ([`default_committers`]).
+    /// round in one transaction (`crate::store::SharedCommit`), or, when
+    /// every group of the round was decided ahead on PostgreSQL, one
+    /// statement. Every group commits in a round: zero counts as one (the
+    /// command line refuses it). SQLite has one write connection and uses
+    /// one whatever the number. `None`: the engine's default
+    /// ([`default_committers`]).
     pub committers: Option<usize>,
 }
 
@@ -63,15 +65,12 @@ pub const DEFAULT_SKIP_LOOK_UPS_AFTER: usize = 1_000;
 /// alone, 300 tenants made 1.3 rows per WAL fsync and spent 1,463 µs of
 /// PostgreSQL's CPU a row (862 posts/s); one committer, 932 µs and 1,035
 /// posts/s, its rounds serial on one connection; four, 967 µs and 1,189
-/// posts/s, the machine's CPU full again. Groups decided ahead stay alone
-/// on PostgreSQL (one statement each). docs/performance.md, "Many
-/// tenants", has the runs.
+/// posts/s, the machine's CPU full again (measured when each group was
+/// still a statement of its own). docs/performance.md, "Many tenants", has
+/// the runs.
 pub fn default_committers(storage: &Storage) -> usize {
     match storage {
         Storage::Sqlite(_) => 1,
-        // A round spans tenants, and so nodes, on Citus: each group is its
-        // own transaction on its tenant's node there.
-        Storage::Postgres(s) if s.is_citus() => 0,
         Storage::Postgres(_) => 4,
     }
 }

@@ -7,7 +7,7 @@ use crate::decide::Decision;
 use crate::group::WriterMemory;
 use crate::intent::Intent;
 use crate::look_ups::KeyTaken;
-use crate::store::Storage;
+use crate::store::SharedCommit;
 use crate::LedgerError;
 
 use super::in_flight::{joined, DecidedGroup, InFlight};
@@ -16,7 +16,8 @@ use super::stats::WriterStats;
 
 /// Answers groups once their write is done.
 pub(super) struct Finished<'a> {
-    pub(super) storage: &'a Storage,
+    /// The rounds every group commits in, its second run too.
+    pub(super) commits: &'a SharedCommit,
     pub(super) tenant: &'a str,
     pub(super) pending: &'a AtomicUsize,
     pub(super) stats: &'a WriterStats,
@@ -88,10 +89,10 @@ impl Finished<'_> {
                 let final_now = &mut |i: usize, d: &Decision| answers.decided(i, d);
                 if ahead {
                     tracing::debug!(tenant = %self.tenant, error = %e, "deciding a group decided ahead again");
-                    commit_with_retry(self.storage, self.tenant, &intents, &[], final_now, memory)
+                    commit_with_retry(self.commits, self.tenant, &intents, &[], final_now, memory)
                         .await
                 } else {
-                    retry(self.storage, self.tenant, &intents, e, final_now, memory).await
+                    retry(self.commits, self.tenant, &intents, e, final_now, memory).await
                 }
             }
         };

@@ -39,7 +39,7 @@ pub(super) async fn run(
         heads,
     } = stage;
     let finished = Finished {
-        storage: &storage,
+        commits: &commits,
         tenant: &tenant,
         pending: &pending,
         stats: &stats,
@@ -47,13 +47,6 @@ pub(super) async fn run(
         key_taken,
         failed_before: AtomicBool::new(false),
     };
-    // A group decided ahead needs no read. On PostgreSQL it is written
-    // alone, as one statement in its own transaction (one round trip,
-    // against BEGIN and COMMIT around it in a round); concurrent commits
-    // there share WAL flushes on their own. On SQLite it joins the round.
-    let ahead_commits = commits
-        .as_ref()
-        .filter(|_| matches!(storage, Storage::Sqlite(_)));
     // A job that did not fit into the previous group starts the next one.
     let mut carry: Option<Job> = None;
     let mut memory = WriterMemory::within(budget);
@@ -139,10 +132,11 @@ pub(super) async fn run(
         // one is decided from what the writer remembers of the state that
         // group leaves behind. Its write starts once that group's write is
         // done (`start_write`) and commits only if the head is where it was
-        // decided (`Storage::write_ahead`). With no group in flight, the memory holds
+        // decided (`crate::group::write_ahead_in_round`). With no group in flight, the memory holds
         // the state the last group committed: a group it can answer is
         // decided from it too, and written without a read under the lock
-        // (on PostgreSQL as one statement, one round trip instead of four).
+        // (on PostgreSQL, a round of such groups is one statement in
+        // autocommit: one round trip instead of four).
         // Not while another process appends to the tenant: a group decided
         // from memory would find the head moved and be decided twice.
         let mut before = in_flight.take();
@@ -150,7 +144,7 @@ pub(super) async fn run(
             None
         } else {
             storage
-                .decide_ahead(&tenant, &intents, &absent, &mut memory, ahead_commits)
+                .decide_ahead(&tenant, &intents, &absent, &mut memory, &commits)
                 .await
         };
         match ahead {
@@ -192,16 +186,8 @@ pub(super) async fn run(
             }
         }
         let final_now = &mut |i, d: &_| answers.decided(i, d);
-        let decided = match &commits {
-            Some(commits) => {
-                decide_in_round(commits, &tenant, &intents, &absent, final_now, &mut memory).await
-            }
-            None => {
-                storage
-                    .decide_group(&tenant, &intents, &absent, final_now, &mut memory)
-                    .await
-            }
-        };
+        let decided =
+            decide_in_round(&commits, &tenant, &intents, &absent, final_now, &mut memory).await;
         drop(intents);
         let DecidedWrite {
             decisions,

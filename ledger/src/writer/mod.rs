@@ -65,9 +65,9 @@ struct Stage {
     /// The writer reports a group that found a key taken; the look-up task
     /// then looks keys up again.
     key_taken: KeyTaken,
-    /// The rounds its groups commit in, shared with the other tenants;
-    /// `None`: each group commits in a transaction of its own.
-    commits: Option<SharedCommit>,
+    /// The rounds its groups commit in, shared with the other tenants:
+    /// the only way a group commits.
+    commits: SharedCommit,
     /// What every writer of the process may remember, together.
     budget: Arc<MemoryBudget>,
     /// Told the tenant's new head after each commit.

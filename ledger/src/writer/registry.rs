@@ -28,7 +28,7 @@ pub struct Writers {
     pub(super) queues: Arc<Queues>,
     pub(super) stats: Arc<WriterStats>,
     pub(super) recent: Arc<RecentEntries>,
-    pub(super) commits: Option<SharedCommit>,
+    pub(super) commits: SharedCommit,
     pub(super) round_stats: Arc<RoundStats>,
     pub(super) budget: Arc<MemoryBudget>,
     /// Free keys in a row across every tenant (`crate::look_ups`).
@@ -41,15 +41,13 @@ impl Writers {
     /// Must be called inside a tokio runtime: it starts the committers.
     pub fn new(storage: Storage, config: WriterConfig) -> Self {
         let round_stats = Arc::<RoundStats>::default();
-        let mut committers = config
+        // At least one: every group commits in a shared round (zero once
+        // meant each group in a transaction of its own, a path now gone).
+        let committers = config
             .committers
-            .unwrap_or_else(|| default_committers(&storage));
-        if matches!(&storage, Storage::Postgres(s) if s.is_citus()) && committers > 0 {
-            tracing::warn!(committers, "rounds across tenants are off on Citus");
-            committers = 0;
-        }
-        let commits = (committers > 0)
-            .then(|| SharedCommit::start(storage.clone(), committers, round_stats.clone()));
+            .unwrap_or_else(|| default_committers(&storage))
+            .max(1);
+        let commits = SharedCommit::start(storage.clone(), committers, round_stats.clone());
         Self {
             commits,
             round_stats,
@@ -137,7 +135,7 @@ impl Writers {
                     config: self.config,
                     stats: self.stats.clone(),
                     key_taken: key_taken.clone(),
-                    commits: None,
+                    commits: self.commits.clone(),
                     budget: self.budget.clone(),
                     heads: self.heads.clone(),
                 },

@@ -3,30 +3,27 @@
 use std::time::Duration;
 
 use crate::decide::Decision;
-use crate::group::WriterMemory;
+use crate::group::{commit_in_round, WriterMemory};
 use crate::intent::Intent;
-use crate::store::Storage;
+use crate::store::SharedCommit;
 use crate::LedgerError;
 
 /// A failed group committed nothing, and deciding is idempotent by key, so
 /// running it again is safe; one quick retry hides a transient failure
 /// (a dropped connection, a serialisation error) from every caller of the
-/// group. The retry looks every key up under the lock: a key found free
+/// group. Both runs commit in a shared round. The retry looks every key up under the lock: a key found free
 /// before the writer and taken since fails the first run on the UNIQUE
 /// constraint, and the retry then replays it.
 pub(super) async fn commit_with_retry(
-    storage: &Storage,
+    commits: &SharedCommit,
     tenant: &str,
     intents: &[&Intent],
     absent: &[bool],
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
-    match storage
-        .commit_group_with(tenant, intents, absent, final_now, memory)
-        .await
-    {
-        Err(e) => retry(storage, tenant, intents, e, final_now, memory).await,
+    match commit_in_round(commits, tenant, intents, absent, final_now, memory).await {
+        Err(e) => retry(commits, tenant, intents, e, final_now, memory).await,
         ok => ok,
     }
 }
@@ -35,7 +32,7 @@ pub(super) async fn commit_with_retry(
 /// [`commit_with_retry`]); errors a retry cannot cure are returned as
 /// they are.
 pub(super) async fn retry(
-    storage: &Storage,
+    commits: &SharedCommit,
     tenant: &str,
     intents: &[&Intent],
     error: LedgerError,
@@ -48,9 +45,7 @@ pub(super) async fn retry(
             if !is_unique_violation(e) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            storage
-                .commit_group_with(tenant, intents, &[], final_now, memory)
-                .await
+            commit_in_round(commits, tenant, intents, &[], final_now, memory).await
         }
         _ => Err(error),
     }

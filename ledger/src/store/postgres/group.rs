@@ -4,7 +4,6 @@
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
-use super::group_write::{group_write, routed_group_write};
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::intent::EntryKind;
@@ -12,7 +11,7 @@ use crate::state::StateKey;
 use crate::store::rows::decode_balance;
 use crate::store::rules::RulesRebuilt;
 use crate::store::shared::engine_group;
-use crate::store::transaction::{head_moved, Fence, GroupWrite};
+use crate::store::transaction::Fence;
 use crate::LedgerError;
 
 /// Entries holding one of `keys`.
@@ -46,10 +45,12 @@ pub(super) async fn keyed_entries(
     rows.iter().map(entry).collect()
 }
 
+const LOCK: &str = "SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = $1 FOR UPDATE";
+
 pub(crate) struct PgGroup {
     pub(crate) tx: Transaction<'static, Postgres>,
-    /// On a Citus coordinator: written by [`routed_group_write`].
-    pub(crate) routed: bool,
+    /// Every statement names one tenant (see `PostgresStore::routed_by_tenant`).
+    pub(crate) routed_by_tenant: bool,
 }
 
 engine_group! {
@@ -67,9 +68,7 @@ impl PgGroup {
         crate::store::rules::rebuild_pg(&mut self.tx, tenant).await
     }
 
-    async fn lock_head_row(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
-        const LOCK: &str =
-            "SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = $1 FOR UPDATE";
+    pub(super) async fn lock_head_row(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
         if let Some(fence) = self.read_fence(LOCK, tenant).await? {
             return Ok(fence);
         }
@@ -77,7 +76,12 @@ impl PgGroup {
         Ok(self.read_fence(LOCK, tenant).await?.unwrap_or(Fence::EMPTY))
     }
 
-    async fn read_balances(
+    /// The tenant's head, locked, if it exists.
+    pub(super) async fn locked_head(&mut self, tenant: &str) -> Result<Option<Fence>, LedgerError> {
+        self.read_fence(LOCK, tenant).await
+    }
+
+    pub(super) async fn read_balances(
         &mut self,
         tenant: &str,
         accounts: &[&str],
@@ -125,7 +129,7 @@ impl PgGroup {
         rows.iter().map(entry).collect()
     }
 
-    async fn read_records(
+    pub(super) async fn read_records(
         &mut self,
         tenant: &str,
         keys: &[StateKey],
@@ -155,7 +159,7 @@ impl PgGroup {
             .collect()
     }
 
-    async fn upsert_balances(
+    pub(super) async fn upsert_balances(
         &mut self,
         tenant: &str,
         rows: &[(&str, &str, AccountBalance)],
@@ -167,13 +171,27 @@ impl PgGroup {
                 .map(|r| f(&r.2).to_string())
                 .collect::<Vec<String>>()
         };
-        sqlx::query(
-            "INSERT INTO balances (tenant_id, account, unit, debits, credits, held) \
+        // Routed by tenant (Citus), the tenant comes from its head row, so
+        // the statement is pushed down whole to the tenant's node (see
+        // `write_routed`); the head row exists, locked by the group.
+        const ONE_SERVER: &str = "INSERT INTO balances (tenant_id, account, unit, debits, \
+               credits, held) \
              SELECT $1, * FROM UNNEST($2::text[], $3::text[], $4::text[]::numeric[], \
                $5::text[]::numeric[], $6::text[]::numeric[]) \
              ON CONFLICT (tenant_id, account, unit) DO UPDATE SET \
-               debits = EXCLUDED.debits, credits = EXCLUDED.credits, held = EXCLUDED.held",
-        )
+               debits = EXCLUDED.debits, credits = EXCLUDED.credits, held = EXCLUDED.held";
+        const ROUTED: &str = "INSERT INTO balances (tenant_id, account, unit, debits, \
+               credits, held) \
+             SELECT h.tenant_id, b.* FROM ledger_heads h, UNNEST($2::text[], $3::text[], \
+               $4::text[]::numeric[], $5::text[]::numeric[], $6::text[]::numeric[]) AS b \
+             WHERE h.tenant_id = $1 \
+             ON CONFLICT (tenant_id, account, unit) DO UPDATE SET \
+               debits = EXCLUDED.debits, credits = EXCLUDED.credits, held = EXCLUDED.held";
+        sqlx::query(if self.routed_by_tenant {
+            ROUTED
+        } else {
+            ONE_SERVER
+        })
         .bind(tenant)
         .bind(&accounts)
         .bind(&units)
@@ -182,18 +200,6 @@ impl PgGroup {
         .bind(amounts(|b| &b.held))
         .execute(&mut *self.tx)
         .await?;
-        Ok(())
-    }
-
-    async fn write_all(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
-        let moved = if self.routed {
-            routed_group_write(write, &mut self.tx).await?
-        } else {
-            group_write(write, &mut *self.tx).await? == 1
-        };
-        if !moved {
-            return Err(head_moved());
-        }
         Ok(())
     }
 }

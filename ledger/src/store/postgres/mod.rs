@@ -6,8 +6,8 @@
 pub mod citus;
 pub(super) mod columns;
 mod group;
-mod group_write;
 mod read_ahead;
+mod round_write;
 #[cfg(test)]
 mod tests;
 
@@ -19,21 +19,26 @@ use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row};
 
 use super::shared::engine_reads;
-use super::transaction::{head_moved, GroupWrite};
+use super::transaction::GroupWrite;
 use crate::entry::StoredEntry;
 use crate::LedgerError;
 use columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use group::keyed_entries;
 pub(crate) use group::PgGroup;
-use group_write::{group_write, routed_group_write};
+use round_write::write_together;
 
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: PgPool,
-    /// The database is a Citus coordinator (read from the catalog once, at
-    /// connect): every statement of a request's path then names one tenant
-    /// as a scalar, so Citus routes it to the tenant's node.
-    pub(crate) citus: bool,
+    /// Every statement of the write path names one tenant, bound as a
+    /// scalar (`tenant_id = $1`), and a round holds one tenant's group: a
+    /// distributed PostgreSQL (Citus, tables distributed by `tenant_id`)
+    /// routes each statement to the one node holding that tenant, where a
+    /// statement spanning tenants could not be routed and a transaction
+    /// across nodes would be a two-phase commit. Off by default: rounds then
+    /// write the groups of many tenants in one statement. Chosen once, at
+    /// start-up ([`PostgresStore::routed_by_tenant`]).
+    routed_by_tenant: bool,
 }
 
 /// PostgreSQL binds `recorded_at` as a timestamp.
@@ -115,49 +120,58 @@ impl PostgresStore {
             .connect_with(connect_options(url)?)
             .await?;
         migrate(&pool).await?;
+        // A Citus coordinator: the schema distributed by tenant, and every
+        // statement of the write path routed to one tenant's node, decided
+        // here once from the catalog (docs/scaling.md).
         let citus = citus::has_citus(&pool).await?;
         if citus {
             citus::distribute(&pool).await?;
         }
-        Ok(Self { pool, citus })
+        Ok(Self {
+            pool,
+            routed_by_tenant: citus,
+        })
     }
 
-    /// Whether this database is a Citus coordinator (docs/scaling.md).
-    pub fn is_citus(&self) -> bool {
-        self.citus
+    /// This store with the write path routed by tenant (`true`) or not
+    /// (see the field `routed_by_tenant`); set once, before the writers
+    /// start (`Writers::new`). [`PostgresStore::connect`] sets it on a
+    /// Citus coordinator; tests set it to run the routed path on one server.
+    pub fn with_routing_by_tenant(mut self, routed: bool) -> Self {
+        self.routed_by_tenant = routed;
+        self
+    }
+
+    /// Whether every statement of the write path names one tenant.
+    pub fn routed_by_tenant(&self) -> bool {
+        self.routed_by_tenant
     }
 
     pub(super) async fn begin_group(&self) -> Result<PgGroup, LedgerError> {
         Ok(PgGroup {
             tx: self.pool.begin().await?,
-            routed: self.citus,
+            routed_by_tenant: self.routed_by_tenant,
         })
     }
 
-    /// Writes a group decided from the writer's memory, on its own: one
-    /// statement in its own transaction (see [`group_write`]), instead of
-    /// `BEGIN`, the head's lock, the write and `COMMIT`, four round trips
-    /// on the tenant's critical path. Fails, having written nothing, if the
-    /// head is no longer where the group was decided.
-    pub(super) async fn write_alone(&self, write: &GroupWrite) -> Result<(), LedgerError> {
+    /// Writes the groups of `writes`, every one decided ahead from its
+    /// writer's memory, as one statement in autocommit ([`write_together`]):
+    /// one round trip, instead of `BEGIN`, the heads' lock, the write and
+    /// `COMMIT`. Per write, whether it was written (`false`: its head had
+    /// moved, and it wrote nothing); a failure wrote nothing at all. Not
+    /// routed by tenant: there a round is a transaction.
+    pub(super) async fn write_alone(
+        &self,
+        writes: &[&GroupWrite],
+    ) -> Result<Vec<bool>, LedgerError> {
         let started = std::time::Instant::now();
-        if self.citus {
-            let mut group = self.begin_group().await?;
-            if !routed_group_write(write, &mut group.tx).await? {
-                return Err(head_moved());
-            }
-            group.tx.commit().await?;
-        } else {
-            let mut connection = self.pool.acquire().await?;
-            if group_write(write, &mut *connection).await? != 1 {
-                return Err(head_moved());
-            }
-        }
+        let mut connection = self.pool.acquire().await?;
+        let written = write_together(writes, &mut *connection).await?;
         tracing::debug!(
-            entries = write.entries.len(),
+            groups = writes.len(),
             write_ms = started.elapsed().as_secs_f64() * 1e3,
-            "group written alone"
+            "groups written in one statement"
         );
-        Ok(())
+        Ok(written)
     }
 }

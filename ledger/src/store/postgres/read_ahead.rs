@@ -2,6 +2,7 @@
 //! `crate::store::read_ahead`): the heads created where absent and locked
 //! in tenant order, then the balances and records as one probe each per
 //! (tenant, key), columns bound as arrays so each statement stays prepared.
+//! Routed by tenant (Citus), each tenant's reads are its own statements.
 
 use sqlx::Row;
 
@@ -21,6 +22,9 @@ impl PgGroup {
         &mut self,
         asks: &[&ReadAhead],
     ) -> Result<Vec<ReadAheadRows>, LedgerError> {
+        if self.routed_by_tenant {
+            return self.read_ahead_routed(asks).await;
+        }
         let (mut rows, of) = ReadAheadRows::for_asks(asks);
         let tenants: Vec<&str> = asks.iter().map(|a| a.tenant.as_str()).collect();
         sqlx::query(
@@ -108,6 +112,27 @@ impl PgGroup {
                         row.try_get("value")?,
                     ));
                 }
+            }
+        }
+        Ok(rows)
+    }
+
+    /// [`PgGroup::read_ahead`] routed by tenant: each ask's reads name its
+    /// tenant alone (a round then holds one tenant's group), the statements
+    /// a group reads with under its head lock.
+    async fn read_ahead_routed(
+        &mut self,
+        asks: &[&ReadAhead],
+    ) -> Result<Vec<ReadAheadRows>, LedgerError> {
+        let (mut rows, _) = ReadAheadRows::for_asks(asks);
+        for (ask, rows) in asks.iter().zip(rows.iter_mut()) {
+            rows.fence = Some(self.lock_head_row(&ask.tenant).await?);
+            if !ask.accounts.is_empty() {
+                let accounts: Vec<&str> = ask.accounts.iter().map(String::as_str).collect();
+                rows.balances = self.read_balances(&ask.tenant, &accounts).await?;
+            }
+            if !ask.records.is_empty() {
+                rows.records = self.read_records(&ask.tenant, &ask.records).await?;
             }
         }
         Ok(rows)

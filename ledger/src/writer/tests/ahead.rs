@@ -77,6 +77,11 @@ async fn first_debit_remembered(storage: &Storage) -> WriterMemory {
     memory
 }
 
+/// The shared rounds of a writer on `storage`.
+fn rounds(storage: &Storage) -> SharedCommit {
+    SharedCommit::start(storage.clone(), 1, Arc::default())
+}
+
 /// A debit `id`, decided from `memory` alone as entry `seq`; its write.
 async fn decided_from_memory(
     storage: &Storage,
@@ -88,7 +93,7 @@ async fn decided_from_memory(
     let DecidedWrite {
         decisions, write, ..
     } = storage
-        .decide_ahead("t", &[&next], &[true], memory, None)
+        .decide_ahead("t", &[&next], &[true], memory, &rounds(storage))
         .await
         .expect("everything it needs is remembered");
     assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == seq));

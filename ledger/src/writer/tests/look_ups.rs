@@ -24,7 +24,7 @@ async fn a_key_taken_after_the_look_up_is_replayed_not_posted_twice() {
     assert_eq!(entries(&storage).await, 1);
 
     let decisions = commit_with_retry(
-        &storage,
+        &SharedCommit::start(storage.clone(), 1, Arc::default()),
         "t",
         &[&again],
         &[true],
@@ -54,7 +54,7 @@ async fn look_up_alone(
         config: WriterConfig::default(),
         stats: Arc::default(),
         key_taken: KeyTaken::default(),
-        commits: None,
+        commits: SharedCommit::start(storage.clone(), 1, Arc::default()),
         budget: Arc::default(),
         heads: Default::default(),
     };

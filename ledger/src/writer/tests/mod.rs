@@ -15,7 +15,7 @@ use super::look_up::look_up;
 use super::retry::{commit_with_retry, is_unique_violation};
 use super::*;
 use crate::group::{DecidedWrite, WriterMemory};
-use crate::store::{EntryFilter, Storage};
+use crate::store::{EntryFilter, SharedCommit, Storage};
 use crate::test_databases::TestDb;
 
 mod ahead;
