@@ -53,7 +53,8 @@ impl ReadAheadRows {
             .iter()
             .enumerate()
             .map(|(i, ask)| (ask.tenant.as_str(), i))
-            .collect();
+            .collect::<HashMap<_, _>>();
+        assert_eq!(of.len(), asks.len(), "one ask per tenant in a round");
         (rows, of)
     }
 }

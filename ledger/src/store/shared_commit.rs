@@ -23,6 +23,7 @@
 //! committers (or two processes) never wait on each other in a circle.
 //! Routed by tenant (PostgreSQL on Citus) a round holds one piece.
 
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -100,7 +101,10 @@ impl SharedCommit {
     /// a time (SQLite has one write connection: one committer).
     pub fn start(storage: Storage, committers: usize, stats: Arc<RoundStats>) -> Self {
         let (queue, receiver) = mpsc::unbounded_channel();
-        let receiver = Arc::new(Mutex::new(receiver));
+        let receiver = Arc::new(Mutex::new(Queue {
+            receiver,
+            held: VecDeque::new(),
+        }));
         let committers = match storage {
             Storage::Sqlite(_) => 1,
             Storage::Postgres(_) => committers.max(1),
@@ -153,35 +157,75 @@ impl SharedCommit {
     }
 }
 
-async fn commit_rounds(
-    storage: Storage,
-    queue: Arc<Mutex<mpsc::UnboundedReceiver<Piece>>>,
-    stats: Arc<RoundStats>,
-) {
+/// The pieces waiting for a round, and those held back for the next one.
+struct Queue {
+    receiver: mpsc::UnboundedReceiver<Piece>,
+    /// Pieces of a tenant that already had a piece in the round being
+    /// taken (or one held before them), in the order they came.
+    held: VecDeque<Piece>,
+}
+
+impl Queue {
+    /// The next round: at most `most` pieces and [`MAX_ROUND_INTENTS`]
+    /// intents, and at most one piece of a tenant. A tenant's writer can
+    /// have two pieces waiting at once (the rows of a group decided ahead,
+    /// and the retry of the group under it that failed); in one round they
+    /// would share the tenant's head and its rows read ahead, which are
+    /// kept by tenant. The second waits for the next round, and a tenant's
+    /// pieces keep the order they came in. `None` once every writer is
+    /// gone and nothing is held.
+    async fn next_round(&mut self, most: usize) -> Option<Vec<Piece>> {
+        let mut round: Vec<Piece> = Vec::new();
+        // Tenants with a piece in this round or one still held: a piece of
+        // theirs that comes now waits behind it.
+        let mut tenants: HashSet<String> = HashSet::new();
+        let mut intents = 0;
+        let mut still_held = VecDeque::with_capacity(self.held.len());
+        while let Some(piece) = self.held.pop_front() {
+            let room = round.len() < most && intents < MAX_ROUND_INTENTS;
+            if tenants.insert(piece.tenant.clone()) && room {
+                intents += piece.intents;
+                round.push(piece);
+            } else {
+                still_held.push_back(piece);
+            }
+        }
+        self.held = still_held;
+        if round.is_empty() {
+            let first = self.receiver.recv().await?;
+            tenants.insert(first.tenant.clone());
+            intents += first.intents;
+            round.push(first);
+        }
+        while round.len() < most && intents < MAX_ROUND_INTENTS {
+            let Ok(piece) = self.receiver.try_recv() else {
+                break;
+            };
+            if tenants.insert(piece.tenant.clone()) {
+                intents += piece.intents;
+                round.push(piece);
+            } else {
+                self.held.push_back(piece);
+            }
+        }
+        Some(round)
+    }
+}
+
+async fn commit_rounds(storage: Storage, queue: Arc<Mutex<Queue>>, stats: Arc<RoundStats>) {
     use std::sync::atomic::Ordering::Relaxed;
     let most = storage.most_groups_a_round(MAX_ROUND_WORK);
     loop {
-        let mut round = {
-            let mut queue = queue.lock().await;
-            let Some(first) = queue.recv().await else {
-                return;
-            };
-            let mut intents = first.intents;
-            let mut round = vec![first];
-            while round.len() < most && intents < MAX_ROUND_INTENTS {
-                match queue.try_recv() {
-                    Ok(piece) => {
-                        intents += piece.intents;
-                        round.push(piece);
-                    }
-                    Err(_) => break,
-                }
-            }
-            round
+        let Some(mut round) = queue.lock().await.next_round(most).await else {
+            return;
         };
-        // A tenant's writer has at most one piece waiting here, so the sort
-        // is the lock order across tenants and keeps each tenant's place.
+        // A round holds one piece of a tenant, so the sort is the lock
+        // order across tenants and keeps each tenant's place.
         round.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+        assert!(
+            round.windows(2).all(|w| w[0].tenant != w[1].tenant),
+            "a round holds at most one piece of a tenant (Queue::next_round)"
+        );
         stats.rounds.fetch_add(1, Relaxed);
         stats.pieces.fetch_add(round.len() as u64, Relaxed);
         let failed = if storage.writes_alone() && round.iter().all(Piece::is_write) {

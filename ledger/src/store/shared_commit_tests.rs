@@ -192,3 +192,61 @@ async fn a_head_moved_by_another_process_refuses_only_its_tenant_in_the_round() 
         db.remove().await;
     }
 }
+
+/// A tenant's writer can have two pieces waiting at once (the rows of a
+/// group decided ahead and the retry of the group under it). A round takes
+/// one piece of a tenant; the other waits for the next round, ahead of
+/// anything of its tenant that came after it, and other tenants' pieces
+/// are not held up by it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_round_holds_at_most_one_piece_of_a_tenant() {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let mut queue = Queue {
+        receiver,
+        held: VecDeque::new(),
+    };
+    let piece = |tenant: &str, debits: i64| {
+        let (committed, _outcome) = oneshot::channel();
+        Piece {
+            tenant: tenant.to_owned(),
+            intents: 1,
+            work: Work::Write(balance_write(tenant, debits, Fence::EMPTY)),
+            committed,
+        }
+    };
+    let debits_of = |round: &[Piece]| -> Vec<(String, i64)> {
+        round
+            .iter()
+            .map(|p| match &p.work {
+                Work::Write(w) => (
+                    p.tenant.clone(),
+                    w.balances[0].2.debits.to_string().parse().unwrap(),
+                ),
+                Work::Decide { .. } => unreachable!("only writes queued"),
+            })
+            .collect()
+    };
+    for (tenant, debits) in [("a", 1), ("b", 1), ("a", 2), ("c", 1), ("a", 3), ("b", 2)] {
+        sender.send(piece(tenant, debits)).map_err(|_| ()).unwrap();
+    }
+    let first = queue.next_round(MAX_ROUND_WORK).await.unwrap();
+    assert_eq!(
+        debits_of(&first),
+        [("a".into(), 1), ("b".into(), 1), ("c".into(), 1)]
+    );
+    sender.send(piece("d", 1)).map_err(|_| ()).unwrap();
+    let second = queue.next_round(MAX_ROUND_WORK).await.unwrap();
+    assert_eq!(
+        debits_of(&second),
+        [("a".into(), 2), ("b".into(), 2), ("d".into(), 1)]
+    );
+    // A full round takes the held piece first; what came after it of its
+    // tenant waits for the round after.
+    sender.send(piece("a", 4)).map_err(|_| ()).unwrap();
+    let third = queue.next_round(1).await.unwrap();
+    assert_eq!(debits_of(&third), [("a".into(), 3)]);
+    let fourth = queue.next_round(MAX_ROUND_WORK).await.unwrap();
+    assert_eq!(debits_of(&fourth), [("a".into(), 4)]);
+    drop(sender);
+    assert!(queue.next_round(MAX_ROUND_WORK).await.is_none());
+}
