@@ -72,6 +72,14 @@ fn process_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// (parent pid, utime + stime) of a process, from `/proc/<pid>/stat`.
+pub(crate) fn parent_and_ticks(stat: &str) -> Option<(u32, u64)> {
+    // After the name: state, then the parent's pid.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let parent = rest.split_whitespace().nth(1)?.parse().ok()?;
+    Some((parent, process_ticks(stat)?))
+}
+
 fn ticks_of(pid: &str) -> Option<u64> {
     process_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }

@@ -107,6 +107,11 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         "postgres"
     });
 
+    // On Citus, which node the database's CPU went to.
+    let nodes = match engine {
+        "citus" => crate::nodes::of_cluster(url).await?.unwrap_or_default(),
+        _ => Vec::new(),
+    };
     let mut lines: Vec<Line> = Vec::new();
     let mut raw_plan = Vec::new();
     for scenario in scenarios::all(args.preload, &tenants) {
@@ -121,6 +126,7 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         }
         settle(&target, name).await?;
         let cpu_before = cpu::CpuSample::take(watched);
+        let nodes_before = crate::nodes::NodeTicks::take(&nodes);
         let writer_before = WriterCounters::read(&target).await;
         let rss_before = tenants::rss_kib(server.child.id());
         // The coordinator's WAL says nothing of the workers' on Citus.
@@ -134,6 +140,7 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
             .and_then(|dir| crate::perf_record::start(dir, engine, scenario.key, secs));
         let stats = http_load::run(&target, scenario.clients, secs, scenario.make).await;
         let cpu_after = cpu::CpuSample::take(watched);
+        let nodes_after = crate::nodes::NodeTicks::take(&nodes);
         let writer_after = WriterCounters::read(&target).await;
         let rss_after = tenants::rss_kib(server.child.id());
         let wal_after = match wal_before {
@@ -174,6 +181,9 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
                 a.per_row(&b, stats.rows, ticks_per_second)
                     .describe("tally", database),
             );
+        }
+        if !nodes.is_empty() {
+            limits.push(nodes_before.describe(&nodes_after, &nodes, stats.rows, ticks_per_second));
         }
         if let (Some(a), Some(b)) = (writer_before, writer_after) {
             limits.push(a.describe(&b, stats.elapsed.as_secs_f64()));

@@ -7,6 +7,7 @@
 mod cpu;
 mod engine;
 mod http_load;
+mod nodes;
 mod perf_record;
 mod pg_wal;
 mod preload;
