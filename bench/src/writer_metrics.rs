@@ -23,6 +23,10 @@ pub struct WriterCounters {
     /// Shared commit rounds, and the groups (or writes decided ahead) in them.
     rounds: f64,
     round_groups: f64,
+    /// Groups decided from the writer's memory (written without a read
+    /// under the lock), and those of them decided again.
+    decided_ahead: f64,
+    decided_ahead_redone: f64,
     /// Bytes held by the recent-entries cache (shared by every tenant,
     /// bounded by `--recent-entries-mib`), and tenants with a writer.
     pub recent_bytes: f64,
@@ -47,6 +51,8 @@ impl WriterCounters {
             keys_looked_up: value("tally_writer_keys_looked_up_total"),
             rounds: value("tally_commit_rounds_total"),
             round_groups: value("tally_commit_round_groups_total"),
+            decided_ahead: value("tally_writer_groups_decided_ahead_total"),
+            decided_ahead_redone: value("tally_writer_groups_decided_ahead_redone_total"),
             recent_bytes: value("tally_recent_entries_bytes"),
             tenant_writers: value("tally_writer_tenants"),
         }
@@ -64,13 +70,16 @@ impl WriterCounters {
         let keys = later.keys_looked_up - self.keys_looked_up;
         let rounds = later.rounds - self.rounds;
         let round_groups = later.round_groups - self.round_groups;
+        let ahead = later.decided_ahead - self.decided_ahead;
+        let redone = later.decided_ahead_redone - self.decided_ahead_redone;
         let per_group = |x: f64| if groups > 0.0 { x / groups } else { 0.0 };
         format!(
             "writer: {:.0} groups/s of {:.1} intents, commit {:.2} ms each; \
              answered without a group: {:.0}/s looked up, {:.0}/s from memory; \
              {:.0} groups found a key taken; \
              look-ups: {:.0} queries/s of {:.1} keys; \
-             commits: {:.0} rounds/s of {:.1} groups",
+             commits: {:.0} rounds/s of {:.1} groups; \
+             decided ahead: {:.0} % of groups ({:.0} redone)",
             groups / seconds.max(1e-9),
             per_group(intents),
             per_group(commit) * 1e3,
@@ -85,6 +94,8 @@ impl WriterCounters {
             } else {
                 0.0
             },
+            per_group(ahead) * 100.0,
+            redone,
         )
     }
 }
@@ -116,14 +127,16 @@ mod tests {
              tally_writer_look_up_queries_total 40\n\
              tally_writer_keys_looked_up_total 500\n\
              tally_commit_rounds_total 20\n\
-             tally_commit_round_groups_total 100\n",
+             tally_commit_round_groups_total 100\n\
+             tally_writer_groups_decided_ahead_total 25\n\
+             tally_writer_groups_decided_ahead_redone_total 2\n",
         );
         assert_eq!(
             before.describe(&after, 2.0),
             "writer: 50 groups/s of 30.0 intents, commit 3.00 ms each; \
              answered without a group: 250/s looked up, 50/s from memory; \
              3 groups found a key taken; look-ups: 20 queries/s of 12.5 keys; \
-             commits: 10 rounds/s of 5.0 groups"
+             commits: 10 rounds/s of 5.0 groups; decided ahead: 25 % of groups (2 redone)"
         );
     }
 }
