@@ -46,7 +46,7 @@ pub(super) async fn load<T: GroupTransaction>(
         absent,
     } = group;
     let fence = tx.lock_head(tenant).await?;
-    memory.check(fence);
+    memory.locked_at(fence);
     let head = fence.head;
     let locked = t0.elapsed();
 

@@ -89,6 +89,13 @@ pub struct WriterMemory {
     balances: HashMap<String, Learned<Vec<(String, AccountBalance)>>>,
     /// Rule-state records; `None` remembers that there is none.
     records: HashMap<StateKey, Learned<Option<StateValue>>>,
+    /// Whether every balance and rule-state record the tenant has stored
+    /// is remembered, so that one not remembered is known not to exist:
+    /// true from a head at seq 0 (an empty chain has neither, both being
+    /// folded from entries) while nothing was forgotten or taken back. A
+    /// tenant's new accounts are then decided from memory too, instead of
+    /// each group reading them under the lock.
+    complete: bool,
     /// When a group decided from this memory was last refused its write.
     refused_at: Option<Instant>,
     /// The process's budget, and what this memory counts in it.
@@ -157,6 +164,7 @@ impl WriterMemory {
 
     pub fn forget(&mut self) {
         self.fence = None;
+        self.complete = false;
         self.balances.clear();
         self.records.clear();
         // Cleared maps keep their capacity: a writer that starts over
@@ -185,6 +193,9 @@ impl WriterMemory {
     /// forgotten, and the memory is what it was at `to`.
     pub(crate) fn rewind(&mut self, to: Fence) {
         let seq = to.head.seq;
+        // An account relearned after `to` existed at `to` too: dropping
+        // it leaves a stored balance unremembered.
+        self.complete = false;
         self.balances.retain(|_, l| l.at <= seq);
         self.records.retain(|_, l| l.at <= seq);
         self.fence = Some(to);
@@ -192,11 +203,46 @@ impl WriterMemory {
     }
 
     pub(crate) fn balances_of(&self, account: &str) -> Option<&[(String, AccountBalance)]> {
-        self.balances.get(account).map(|l| l.value.as_slice())
+        match self.balances.get(account) {
+            Some(l) => Some(l.value.as_slice()),
+            None if self.complete => Some(&[]),
+            None => None,
+        }
     }
 
     pub(crate) fn record(&self, key: &StateKey) -> Option<&Option<StateValue>> {
-        self.records.get(key).map(|l| &l.value)
+        const NONE_STORED: &Option<StateValue> = &None;
+        match self.records.get(key) {
+            Some(l) => Some(&l.value),
+            None if self.complete => Some(NONE_STORED),
+            None => None,
+        }
+    }
+
+    /// The head was locked at `fence`: at seq 0 the tenant has no balance
+    /// and no rule state stored, and this memory knows all of it from now
+    /// on (until it forgets).
+    pub(crate) fn locked_at(&mut self, fence: Fence) {
+        self.check(fence);
+        // Anything remembered at seq 0 must be an absence; should the
+        // database hold rows no entry made, the memory claims nothing.
+        let nothing_stored = self.balances.values().all(|l| l.value.is_empty())
+            && self.records.values().all(|l| l.value.is_none());
+        if fence.head.seq == 0 && nothing_stored {
+            self.fence = Some(fence);
+            self.complete = true;
+        }
+    }
+
+    /// A group wrote what this memory will not learn: it no longer knows
+    /// everything stored.
+    pub(crate) fn incomplete(&mut self) {
+        self.complete = false;
+    }
+
+    /// Whether every stored balance and record is remembered (tests).
+    pub fn is_complete(&self) -> bool {
+        self.complete
     }
 
     /// After a group that ended at `fence` (committed, or wrote nothing):
@@ -290,6 +336,50 @@ mod tests {
         m.learn(fence(4, 0), one_account(), []);
         m.rewind(fence(4, 0));
         assert!(m.balances_of("a").is_some(), "learned at the fence itself");
+    }
+
+    /// A head locked at seq 0 has nothing stored: an account or record
+    /// never remembered is then known not to exist, until the memory
+    /// forgets, is rewound, or a group changes what it will not learn.
+    /// A head locked anywhere else claims nothing.
+    #[test]
+    fn an_empty_chain_makes_the_memory_know_everything_until_it_forgets() {
+        let unknown = StateKey::Account("never".to_owned());
+        let mut m = WriterMemory::default();
+        m.locked_at(fence(5, 0));
+        assert!(!m.is_complete());
+        assert!(m.balances_of("never").is_none());
+
+        let mut m = WriterMemory::default();
+        m.locked_at(fence(0, 0));
+        assert!(m.is_complete());
+        assert_eq!(m.balances_of("never"), Some(&[][..]));
+        assert_eq!(m.record(&unknown), Some(&None));
+        m.learn(fence(1, 0), one_account(), []);
+        m.locked_at(fence(1, 0));
+        assert!(m.is_complete(), "the same fence keeps what it knows");
+        assert_eq!(m.balances_of("a").map(<[_]>::len), Some(1));
+        m.locked_at(fence(2, 0));
+        assert!(!m.is_complete(), "another process moved the head");
+        assert!(m.balances_of("never").is_none());
+
+        let mut m = WriterMemory::default();
+        m.locked_at(fence(0, 0));
+        m.learn(fence(1, 0), one_account(), []);
+        m.rewind(fence(0, 0));
+        assert!(!m.is_complete(), "a rewind takes back what it knew");
+        assert!(m.balances_of("never").is_none());
+
+        let mut m = WriterMemory::default();
+        m.locked_at(fence(0, 0));
+        m.incomplete();
+        assert!(m.balances_of("never").is_none());
+
+        // Something stored that no entry made: nothing is claimed.
+        let mut m = WriterMemory::default();
+        m.learn(fence(0, 0), one_account(), []);
+        m.locked_at(fence(0, 0));
+        assert!(!m.is_complete());
     }
 
     #[test]

@@ -21,6 +21,15 @@ pub(super) fn remember(
     outcome: &GroupOutcome,
 ) {
     let read: HashSet<&str> = accounts.iter().map(String::as_str).collect();
+    // Only the balances of accounts it read are learned; one it changed
+    // without reading would be stored and not remembered.
+    if state
+        .balances
+        .iter()
+        .any(|(account, _, _)| !read.contains(account))
+    {
+        memory.incomplete();
+    }
     let mut balances: HashMap<String, Vec<(String, AccountBalance)>> =
         accounts.iter().map(|a| (a.clone(), Vec::new())).collect();
     for (account, unit, balance) in state.balances.iter() {

@@ -181,3 +181,49 @@ async fn a_group_decided_ahead_writes_nothing_if_the_head_moved() {
         }
     }
 }
+
+/// A tenant whose chain was empty when its writer first locked the head
+/// has nothing stored its writer did not see: an account it never used
+/// has no balance, so a group debiting only new accounts is decided from
+/// memory too, without a read under the lock. A writer that starts on a
+/// tenant with history (another process, a restart) knows no such thing
+/// and reads; the balances are exact either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_accounts_of_a_tenant_seen_from_its_empty_chain_are_decided_from_memory() {
+    for db in TestDb::every_engine(4).await {
+        let engine = db.engine();
+        let writers = Writers::new(db.storage.clone(), WriterConfig::default());
+        for n in 0..10 {
+            let d = writers
+                .decide("t", debit_of(&format!("u{n}"), &format!("new{n}")))
+                .await
+                .unwrap();
+            assert!(matches!(d, Decision::Created(_)), "{engine}: {d:?}");
+        }
+        let ahead = writers.stats().decided_ahead.load(Ordering::Relaxed);
+        assert_eq!(ahead, 9, "{engine}: every group after the first");
+
+        let restarted = Writers::new(db.storage.clone(), WriterConfig::default());
+        for n in 10..14 {
+            let account = format!("new{}", n % 2);
+            let d = restarted
+                .decide("t", debit_of(&format!("u{n}"), &account))
+                .await
+                .unwrap();
+            assert!(matches!(d, Decision::Created(_)), "{engine}: {d:?}");
+        }
+        let balances = db.storage.stored_balances("t").await.unwrap();
+        for (account, debits) in [("new0", 3), ("new1", 3), ("new2", 1), ("new9", 1)] {
+            assert_eq!(
+                balances.get(account, "USD").unwrap().debits,
+                crate::wide::WideDecimal::from(debits),
+                "{engine}: {account}"
+            );
+        }
+        crate::verify::verify_tenant(&db.storage, "t", |_| {})
+            .await
+            .unwrap()
+            .unwrap();
+        db.remove().await;
+    }
+}
