@@ -224,11 +224,16 @@ impl WriterMemory {
     /// on (until it forgets).
     pub(crate) fn locked_at(&mut self, fence: Fence) {
         self.check(fence);
+        if fence.head.seq != 0 {
+            return;
+        }
         // Anything remembered at seq 0 must be an absence; should the
         // database hold rows no entry made, the memory claims nothing.
+        // Scanned only here: every group locks the head, and a memory at
+        // any other seq may hold up to `MEMORY_LIMIT` accounts.
         let nothing_stored = self.balances.values().all(|l| l.value.is_empty())
             && self.records.values().all(|l| l.value.is_none());
-        if fence.head.seq == 0 && nothing_stored {
+        if nothing_stored {
             self.fence = Some(fence);
             self.complete = true;
         }
