@@ -2,7 +2,7 @@
 
 use tally_ledger::store::{EngineRef, Storage};
 
-use super::engine::{in_write, new_id, now_micros, on_pool};
+use super::engine::{in_snapshot, in_write, new_id, now_micros, on_pool};
 use crate::event::Event;
 use crate::WebhookError;
 
@@ -375,23 +375,26 @@ impl DeliveryRow {
              error, duration_ms FROM webhook_attempts \
              WHERE tenant_id = $1 AND delivery_id = $2 ORDER BY attempt";
         let status = filter.status.map(|s| s.as_str());
-        let rows: Vec<DeliveryRow> = on_pool!(storage, pool => {
-            sqlx::query_as(&sql)
+        let out: Vec<(DeliveryRow, Vec<AttemptRow>)> = in_snapshot!(storage, tx => {
+            let rows: Vec<DeliveryRow> = sqlx::query_as(&sql)
                 .bind(tenant)
                 .bind(endpoint)
                 .bind(status)
                 .bind(&filter.after)
                 .bind(filter.limit)
-                .fetch_all(pool)
-                .await?
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                let attempts: Vec<AttemptRow> = sqlx::query_as(ATTEMPTS)
+                    .bind(tenant)
+                    .bind(&row.id)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                out.push((row, attempts));
+            }
+            out
         });
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let attempts: Vec<AttemptRow> = on_pool!(storage, pool => {
-                sqlx::query_as(ATTEMPTS).bind(tenant).bind(&row.id).fetch_all(pool).await?
-            });
-            out.push((row, attempts));
-        }
         Ok(out)
     }
 

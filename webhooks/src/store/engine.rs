@@ -40,7 +40,37 @@ macro_rules! in_write {
     };
 }
 
-pub(crate) use {in_write, on_pool};
+/// Runs `$body` with `$tx` a connection inside a read-only transaction on
+/// one snapshot, so reads of several tables agree with each other (a
+/// delivery's status and its attempts are written together and must be
+/// read together).
+macro_rules! in_snapshot {
+    ($storage:expr, $tx:ident => $body:expr) => {
+        match $storage.engine() {
+            tally_ledger::store::EngineRef::Sqlite(s) => {
+                // A deferred transaction in WAL mode reads one snapshot,
+                // taken at its first read.
+                let mut read = s.pool().begin().await?;
+                let $tx: &mut sqlx::SqliteConnection = &mut read;
+                let out = $body;
+                read.commit().await?;
+                out
+            }
+            tally_ledger::store::EngineRef::Postgres(s) => {
+                let mut read = s
+                    .pool()
+                    .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    .await?;
+                let $tx: &mut sqlx::PgConnection = &mut read;
+                let out = $body;
+                read.commit().await?;
+                out
+            }
+        }
+    };
+}
+
+pub(crate) use {in_snapshot, in_write, on_pool};
 
 /// Now, in microseconds since the Unix epoch.
 pub fn now_micros() -> i64 {
