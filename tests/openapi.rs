@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use common::{Engine, Ledger, Resp, Server};
 use serde_json::{json, Map, Value};
-use tally_ledger::intent::request_fields;
+use tally_ledger::request::request_fields;
 
 engine_tests!(
     the_router_serves_exactly_the_documented_operations,

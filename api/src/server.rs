@@ -17,7 +17,7 @@ use crate::body_size::{MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
 use crate::connections::ConnectionLimits;
 use crate::problem::{ApiError, InternalError};
 use crate::routes::{
-    accounts, audit, balances, batch, entries, health, holds, intents, rules, usage,
+    accounts, audit, balances, batch, entries, health, holds, rules, transfers, usage,
     webhook_deliveries, webhooks,
 };
 pub use crate::state::{AppState, DEFAULT_KEY_RECHECK};
@@ -29,8 +29,8 @@ pub use crate::state::{AppState, DEFAULT_KEY_RECHECK};
 /// `routes!`, never with `.route()`.
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(crate::openapi::ApiDoc::openapi())
-        .routes(routes!(intents::post_usage_debit))
-        .routes(routes!(intents::post_payment))
+        .routes(routes!(transfers::post_usage_debit))
+        .routes(routes!(transfers::post_payment))
         .routes(routes!(batch::post_batch).layer(DefaultBodyLimit::max(MAX_BATCH_BODY_BYTES)))
         .routes(routes!(holds::post_hold))
         .routes(routes!(holds::get_hold))

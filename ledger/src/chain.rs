@@ -137,7 +137,7 @@ mod tests {
 
     use super::*;
     use crate::entry::EntryStatus;
-    use crate::intent::EntryKind;
+    use crate::request::EntryKind;
 
     /// The definition: the json! object, serialised by serde_json.
     fn oracle(e: &StoredEntry) -> String {

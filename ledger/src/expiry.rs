@@ -2,7 +2,7 @@
 //!
 //! Every `tally serve` process sweeps; none coordinates with the others.
 //! Exactly-once comes from the ledger, not from the sweepers: each expired
-//! hold gets the same intent everywhere (`Intent::expiry_release`, keyed by
+//! hold gets the same intent everywhere (`EntryRequest::expiry_release`, keyed by
 //! the hold), the UNIQUE key lets one entry through, and the hold's state,
 //! read under the tenant's head lock, turns a sweep that lost a race with a
 //! capture or release into a no-op.
@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 
 use crate::decide::Decision;
-use crate::intent::Intent;
+use crate::request::EntryRequest;
 use crate::store::now_micros;
 use crate::writer::Writers;
 use crate::LedgerError;
@@ -57,7 +57,10 @@ async fn release_tenant(writers: &Writers, tenant: String, now: DateTime<Utc>) -
             .storage()
             .expired_holds(&tenant, now, SWEEP_BATCH)
             .await?;
-        let intents = holds.iter().map(|h| Intent::expiry_release(h)).collect();
+        let intents = holds
+            .iter()
+            .map(|h| EntryRequest::expiry_release(h))
+            .collect();
         let decisions = writers.decide_all(&tenant, intents).await?;
         Ok::<_, LedgerError>(
             decisions

@@ -9,7 +9,7 @@ use crate::wide::WideDecimal;
 use rust_decimal::Decimal;
 
 use crate::entry::{EntryStatus, StoredEntry};
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::LedgerError;
 
 /// Whether a posted entry of this kind moves `amount` from its debit to its

@@ -20,7 +20,7 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex};
 
 use crate::entry::StoredEntry;
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 
 /// Default bound of [`RecentEntries`]: 64 MiB (about 78,000 usage debits of
 /// the benchmark, ~860 bytes each as counted).

@@ -12,8 +12,8 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{Map, Value};
 
 use crate::entry::{EntryStatus, StoredEntry};
-use crate::intent::EntryKind;
 use crate::names::{REVENUE_ACCOUNT, SERVER_KEY_PREFIX};
+use crate::request::EntryKind;
 use crate::state::{AccountSettings, HoldRecord, HoldStatus, Overdraft, StateKey, StateValue};
 use crate::wide::WideDecimal;
 use crate::LedgerError;
@@ -313,7 +313,7 @@ mod tests {
     use super::*;
     use crate::chain::Head;
     use crate::decide::{decide_group, GroupState};
-    use crate::intent::Intent;
+    use crate::request::EntryRequest;
 
     fn body(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
@@ -324,7 +324,7 @@ mod tests {
     #[test]
     fn the_fold_of_the_log_equals_the_writers_records() {
         let mut state = GroupState::new("t", Head::EMPTY);
-        let debit = Intent::usage_debit(body(
+        let debit = EntryRequest::usage_debit(body(
             json!({"usage_record_id": "u1", "account": "c", "amount": "3", "unit": "USD"}),
         ))
         .unwrap();
@@ -341,30 +341,30 @@ mod tests {
             for (k, v) in expiry.as_object().unwrap() {
                 b[k] = v.clone();
             }
-            Intent::hold(body(b)).unwrap()
+            EntryRequest::hold(body(b)).unwrap()
         };
         let soon = (Utc::now() + Duration::days(1))
             .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
             .replace("Z", "1Z");
         let intents = vec![
-            Intent::settings(
+            EntryRequest::settings(
                 "c",
                 body(json!({"unit": "USD", "overdraft": {"limit": "20"}})),
             )
             .unwrap(),
-            Intent::payment(body(
+            EntryRequest::payment(body(
                 json!({"payment_id": "p1", "account": "c", "amount": "10", "unit": "USD"}),
             ))
             .unwrap(),
-            Intent::refund(body(
+            EntryRequest::refund(body(
                 json!({"refund_id": "r1", "payment_id": "p1", "amount": "4"}),
             ))
             .unwrap(),
-            Intent::refund(body(
+            EntryRequest::refund(body(
                 json!({"refund_id": "r2", "payment_id": "p1", "amount": "1.5"}),
             ))
             .unwrap(),
-            Intent::reversal(body(
+            EntryRequest::reversal(body(
                 json!({"reversal_id": "v1", "entry_id": debit_id, "reason": "x"}),
             ))
             .unwrap(),
@@ -374,16 +374,16 @@ mod tests {
             hold("h3", "1", json!({"ttl_seconds": 60})),
             // Rejected: beyond the overdraft limit; remembered as rejected.
             hold("h4", "500", json!({"ttl_seconds": 60})),
-            Intent::capture("h1", body(json!({"capture_id": "c1", "amount": "1"}))).unwrap(),
-            Intent::release("h2", body(json!({"release_id": "rel1"}))).unwrap(),
-            Intent::expiry_release("h3"),
-            Intent::settings(
+            EntryRequest::capture("h1", body(json!({"capture_id": "c1", "amount": "1"}))).unwrap(),
+            EntryRequest::release("h2", body(json!({"release_id": "rel1"}))).unwrap(),
+            EntryRequest::expiry_release("h3"),
+            EntryRequest::settings(
                 "c",
                 body(json!({"unit": "USD", "overdraft": "forbid", "metadata": {"a": "b"}})),
             )
             .unwrap(),
         ];
-        let refs: Vec<&Intent> = intents.iter().collect();
+        let refs: Vec<&EntryRequest> = intents.iter().collect();
         let out = decide_group(&mut state, &refs, Utc::now(), &mut ids);
         let mut fold = RuleFold::new();
         for e in first.new_entries.iter().chain(out.new_entries.iter()) {

@@ -11,7 +11,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Map, Value};
-use tally_ledger::intent::Intent;
+use tally_ledger::request::EntryRequest;
 
 #[derive(Debug, Clone)]
 struct Debit {
@@ -173,7 +173,7 @@ fn render(d: &Debit, st: &Style) -> String {
 
 fn fingerprint(text: &str) -> String {
     let map: Map<String, Value> = serde_json::from_str(text).unwrap();
-    Intent::usage_debit(map)
+    EntryRequest::usage_debit(map)
         .unwrap_or_else(|e| panic!("{text}: {e}"))
         .fingerprint
         .to_string()

@@ -3,8 +3,8 @@
 //! of expired holds, and the `balance.low` crossings ([`crate::alerts`]).
 
 use tally_ledger::entry::{EntryStatus, StoredEntry};
-use tally_ledger::intent::EntryKind;
 use tally_ledger::names::SERVER_KEY_PREFIX;
+use tally_ledger::request::EntryKind;
 use tally_ledger::store::Storage;
 use tally_ledger::LedgerError;
 

@@ -11,27 +11,27 @@
 
 use serde_json::{Map, Value};
 use tally_ledger::fields::ValidationErrors;
-use tally_ledger::intent::{EntryKind, Intent};
+use tally_ledger::request::{EntryKind, EntryRequest};
 
 mod accounts;
 mod batch;
 mod holds;
-mod intents;
 mod queries;
 mod raw;
 mod rules;
+mod transfers;
 mod webhooks;
 
 pub use accounts::AccountSettingsRequest;
 pub use batch::{BatchOperation, BatchRequest};
 pub use holds::{CaptureRequest, HoldRequest, ReleaseRequest};
-pub use intents::{PaymentRequest, UsageDebitRequest};
 pub use queries::{
     AccountsQuery, BalanceQuery, EntriesQuery, ExportQuery, StatementQuery, UsageQuery,
     WebhookDeliveriesQuery,
 };
 pub use raw::{field_names, read, Raw};
 pub use rules::{AdjustmentRequest, Direction, RefundRequest, ReversalRequest};
+pub use transfers::{PaymentRequest, UsageDebitRequest};
 pub use webhooks::{
     endpoint_change, new_endpoint, replay_from, NewEndpoint, WebhookEndpointChangeRequest,
     WebhookEndpointRequest, WebhookReplayRequest, ENDPOINT_CHANGE_FIELDS, ENDPOINT_FIELDS,
@@ -41,7 +41,7 @@ pub use webhooks::{
 /// Validates a body of a kind whose whole request is the body (the single
 /// endpoints of those kinds and each batch operation) through its typed
 /// struct, then the ledger's parser of that kind.
-pub fn intent(kind: EntryKind, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+pub fn intent(kind: EntryKind, body: Map<String, Value>) -> Result<EntryRequest, ValidationErrors> {
     let fields = match kind {
         EntryKind::UsageDebit => read::<UsageDebitRequest>(body),
         EntryKind::Payment => read::<PaymentRequest>(body),
@@ -53,7 +53,7 @@ pub fn intent(kind: EntryKind, body: Map<String, Value>) -> Result<Intent, Valid
         // here, whatever the body.
         EntryKind::AccountSettings | EntryKind::HoldCapture | EntryKind::HoldRelease => body,
     };
-    Intent::parse(kind, fields)
+    EntryRequest::parse(kind, fields)
 }
 
 #[cfg(test)]

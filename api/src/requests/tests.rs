@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tally_ledger::intent::request_fields;
 use tally_ledger::names::NUMBER_TOKEN;
+use tally_ledger::request::request_fields;
 
 use super::*;
 
@@ -74,7 +74,7 @@ fn values_reach_the_parser_as_written() {
 fn unknown_fields_reach_the_parser_with_every_other_problem() {
     let body = object(json!({"release_id": 1, "bogus": true, "other": null}));
     assert_eq!(read::<ReleaseRequest>(body.clone()), body);
-    let errors = tally_ledger::intent::Intent::release("h", body).unwrap_err();
+    let errors = tally_ledger::request::EntryRequest::release("h", body).unwrap_err();
     let fields: Vec<&str> = errors.errors.iter().map(|e| e.field.as_str()).collect();
     assert_eq!(fields, ["bogus", "other", "release_id"]);
 }

@@ -8,9 +8,9 @@ use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tally_ledger::decide::Decision;
-use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::check_any_account;
+use tally_ledger::request::EntryRequest;
 use tally_ledger::state::{AccountSettings, Overdraft, StateKey, StateValue};
 use tally_ledger::store::AccountFilter;
 use tally_ledger::LedgerError;
@@ -53,7 +53,7 @@ pub async fn put_account(
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Admin)?;
     let account = account.into_inner();
-    let intent = Intent::settings(&account, requests::read::<AccountSettingsRequest>(body))
+    let intent = EntryRequest::settings(&account, requests::read::<AccountSettingsRequest>(body))
         .map_err(ApiError::Invalid)?;
     match app.writers.decide(caller.tenant(), intent).await? {
         Decision::Created(_) | Decision::Unchanged(_) => {

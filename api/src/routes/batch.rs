@@ -8,8 +8,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use tally_ledger::fields::ValidationErrors;
-use tally_ledger::intent::{EntryKind, Intent};
 use tally_ledger::keys::Scope;
+use tally_ledger::request::{EntryKind, EntryRequest};
 
 use super::{answer, count_embedded};
 use crate::auth::Caller;
@@ -63,7 +63,7 @@ fn operations(body: Map<String, Value>) -> Result<Vec<Value>, ApiError> {
 }
 
 /// Parses one operation into an intent, or the answer its error gives.
-fn parse_operation(op: Value) -> Result<Intent, Answer> {
+fn parse_operation(op: Value) -> Result<EntryRequest, Answer> {
     let Value::Object(mut fields) = op else {
         return Err(invalid("operation", "must be an object").answer());
     };

@@ -5,9 +5,9 @@ use std::time::Duration;
 use axum::extract::{RawQuery, State};
 use axum::Json;
 use tally_ledger::entry::{EntryStatus, EntryView, StoredEntry};
-use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_upstream_id};
+use tally_ledger::request::EntryKind;
 use tally_ledger::state::{StateKey, StateValue};
 use tally_ledger::store::EntryFilter;
 

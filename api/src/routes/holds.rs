@@ -5,9 +5,9 @@ use axum::response::Response;
 use axum::Json;
 use tally_ledger::amount::canonical;
 use tally_ledger::entry::format_recorded_at;
-use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::check_upstream_id;
+use tally_ledger::request::EntryRequest;
 use tally_ledger::state::{StateKey, StateValue};
 
 use super::path::PathText;
@@ -43,7 +43,7 @@ pub async fn post_hold(
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::hold(requests::read::<HoldRequest>(b))
+        EntryRequest::hold(requests::read::<HoldRequest>(b))
     })
     .await
 }
@@ -75,7 +75,7 @@ pub async fn post_capture(
 ) -> Result<Response, ApiError> {
     let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::capture(&hold_id, requests::read::<CaptureRequest>(b))
+        EntryRequest::capture(&hold_id, requests::read::<CaptureRequest>(b))
     })
     .await
 }
@@ -107,7 +107,7 @@ pub async fn post_release(
 ) -> Result<Response, ApiError> {
     let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::release(&hold_id, requests::read::<ReleaseRequest>(b))
+        EntryRequest::release(&hold_id, requests::read::<ReleaseRequest>(b))
     })
     .await
 }

@@ -6,8 +6,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use tally_ledger::fields::ValidationErrors;
-use tally_ledger::intent::Intent;
 use tally_ledger::keys::Scope;
+use tally_ledger::request::EntryRequest;
 
 use super::answer;
 use super::text;
@@ -42,7 +42,7 @@ pub async fn post_refund(
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::refund(requests::read::<RefundRequest>(b))
+        EntryRequest::refund(requests::read::<RefundRequest>(b))
     })
     .await
 }
@@ -71,7 +71,7 @@ pub async fn post_reversal(
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     decide(app, caller, Scope::Post, body, |b| {
-        Intent::reversal(requests::read::<ReversalRequest>(b))
+        EntryRequest::reversal(requests::read::<ReversalRequest>(b))
     })
     .await
 }
@@ -99,7 +99,7 @@ pub async fn post_adjustment(
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     decide(app, caller, Scope::Admin, body, |b| {
-        Intent::adjustment(requests::read::<AdjustmentRequest>(b))
+        EntryRequest::adjustment(requests::read::<AdjustmentRequest>(b))
     })
     .await
 }
@@ -110,7 +110,7 @@ pub(crate) async fn decide(
     caller: Caller,
     scope: Scope,
     body: Map<String, Value>,
-    parse: impl FnOnce(Map<String, Value>) -> Result<Intent, ValidationErrors>,
+    parse: impl FnOnce(Map<String, Value>) -> Result<EntryRequest, ValidationErrors>,
 ) -> Result<Response, ApiError> {
     caller.require(scope)?;
     let intent = parse(body).map_err(ApiError::Invalid)?;

@@ -12,7 +12,7 @@ use super::sign::Signature;
 use super::COLUMNS;
 use crate::amount::{canonical, parse_exact};
 use crate::entry::{format_recorded_at, EntryStatus, StoredEntry};
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 
 /// The first line of a JSONL export.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

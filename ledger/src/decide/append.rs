@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use crate::chain::{entry_hash, Head};
 use crate::entry::{EntryStatus, StoredEntry};
-use crate::intent::Intent;
 use crate::names::{is_system_account, HOLDS_ACCOUNT};
+use crate::request::EntryRequest;
 use crate::state::{AccountSettings, HoldRecord, StateKey, StateValue};
 
 use super::{Decision, GroupOutcome, GroupState, Plan, RecordChange};
@@ -18,7 +18,7 @@ use super::{Decision, GroupOutcome, GroupState, Plan, RecordChange};
 /// stores it with its reason if a rule rejected it.
 pub(super) fn append(
     state: &mut GroupState,
-    intent: &Intent,
+    intent: &EntryRequest,
     plan: Plan,
     balances: Vec<(String, AccountBalance)>,
     now: DateTime<Utc>,

@@ -1,14 +1,14 @@
 //! Debits, payments and transfers (every kind that names both of its
 //! accounts), and adjustments.
 
-use crate::intent::{AdjustmentRequest, Direction, Intent, Transfer};
 use crate::names::ADJUSTMENTS_ACCOUNT;
+use crate::request::{AdjustmentRequest, Direction, EntryRequest, Transfer};
 
 use super::{GroupState, Plan, Refusal};
 
 /// A usage debit, a payment or a transfer: money moved between the
 /// accounts the request names, the debited one held to its floor.
-pub(super) fn transfer(intent: &Intent, t: &Transfer) -> Plan {
+pub(super) fn transfer(intent: &EntryRequest, t: &Transfer) -> Plan {
     let mut p = Plan::new(
         intent,
         &t.account,
@@ -25,7 +25,7 @@ pub(super) fn transfer(intent: &Intent, t: &Transfer) -> Plan {
 /// account, in the account's unit unless the request names one.
 pub(super) fn adjustment(
     state: &GroupState,
-    intent: &Intent,
+    intent: &EntryRequest,
     a: &AdjustmentRequest,
 ) -> Result<Plan, Refusal> {
     let unit = match (&a.unit, state.account_units.get(&a.account)) {

@@ -4,8 +4,8 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 
 use crate::amount::canonical;
-use crate::intent::{HoldRequest, Intent};
 use crate::names::HOLDS_ACCOUNT;
+use crate::request::{EntryRequest, HoldRequest};
 use crate::state::{HoldRecord, HoldStatus};
 
 use super::{GroupState, Plan, RecordChange, Refusal};
@@ -15,7 +15,11 @@ pub const MAX_HOLD_HORIZON_DAYS: i64 = 366;
 
 /// A hold: `amount` held on the account until captured, released or
 /// expired, the account held to its floor.
-pub(super) fn hold(intent: &Intent, h: &HoldRequest, now: DateTime<Utc>) -> Result<Plan, Refusal> {
+pub(super) fn hold(
+    intent: &EntryRequest,
+    h: &HoldRequest,
+    now: DateTime<Utc>,
+) -> Result<Plan, Refusal> {
     let expires_at = h.expiry.resolve(now);
     if expires_at <= now {
         return Err(Refusal::Invalid {
@@ -62,7 +66,7 @@ pub(super) fn hold(intent: &Intent, h: &HoldRequest, now: DateTime<Utc>) -> Resu
 /// A capture of an open hold, up to its amount.
 pub(super) fn capture(
     state: &GroupState,
-    intent: &Intent,
+    intent: &EntryRequest,
     hold_id: &str,
     amount: &Decimal,
     now: DateTime<Utc>,
@@ -103,7 +107,7 @@ pub(super) fn capture(
 /// A release of a hold, by the client or (`expiry`) by the server.
 pub(super) fn release(
     state: &GroupState,
-    intent: &Intent,
+    intent: &EntryRequest,
     hold_id: &str,
     expiry: &bool,
 ) -> Result<Plan, Refusal> {

@@ -5,8 +5,8 @@ use crate::balance::AccountBalance;
 use rust_decimal::Decimal;
 
 use crate::amount::canonical;
-use crate::intent::{Action, Intent};
 use crate::names::is_system_account;
+use crate::request::{Action, EntryRequest};
 use crate::wide::WideDecimal;
 
 use super::{GroupState, Plan, Refusal};
@@ -22,7 +22,7 @@ pub(super) fn wide(d: Decimal) -> WideDecimal {
 /// The balances a posted `plan` leaves on the accounts it touches, every
 /// total added exactly and without a ceiling. An amount with more than 18
 /// fractional digits (which the amount parser never yields, but an
-/// `Intent` built by hand could carry) is refused rather than rounded.
+/// `EntryRequest` built by hand could carry) is refused rather than rounded.
 pub(super) fn new_balances(
     state: &GroupState,
     plan: &Plan,
@@ -59,7 +59,7 @@ pub(super) fn new_balances(
 /// An account's unit is fixed by its first entry (or its settings).
 pub(super) fn check_unit(
     state: &GroupState,
-    intent: &Intent,
+    intent: &EntryRequest,
     account: &str,
     unit: &str,
 ) -> Result<(), Refusal> {

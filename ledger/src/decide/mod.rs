@@ -42,7 +42,7 @@ mod tests;
 
 use chrono::{DateTime, Utc};
 
-use crate::intent::{Action, EntryKind, Intent};
+use crate::request::{Action, EntryKind, EntryRequest};
 
 use append::append;
 use limits::{check_floor, check_unit, new_balances};
@@ -59,7 +59,7 @@ pub use state::{GroupOutcome, GroupState};
 /// double post, and a capture sees the hold created just before it).
 pub fn decide_group(
     state: &mut GroupState,
-    intents: &[&Intent],
+    intents: &[&EntryRequest],
     now: DateTime<Utc>,
     mut new_entry_id: impl FnMut() -> String,
 ) -> GroupOutcome {
@@ -74,7 +74,7 @@ pub fn decide_group(
 /// Decides one intent: the order of every check.
 fn decide_one(
     state: &mut GroupState,
-    intent: &Intent,
+    intent: &EntryRequest,
     now: DateTime<Utc>,
     new_entry_id: &mut impl FnMut() -> String,
     out: &mut GroupOutcome,

@@ -6,7 +6,7 @@ use rust_decimal::Decimal;
 
 use crate::wide::WideDecimal;
 
-use crate::intent::{Action, Intent};
+use crate::request::{Action, EntryRequest};
 use crate::state::{HoldRecord, HoldStatus};
 
 use super::{debits, holds, references, GroupState, Refusal};
@@ -21,7 +21,7 @@ pub(super) struct Rejection {
 #[derive(Debug, Clone)]
 pub(super) enum RecordChange {
     /// Settings of an account, with the version they become.
-    Settings(crate::intent::SettingsChange, i64),
+    Settings(crate::request::SettingsChange, i64),
     OpenHold(HoldRecord),
     CloseHold(String, HoldStatus),
     /// The refunded total of a payment becomes this.
@@ -54,7 +54,7 @@ pub(super) struct Plan {
 
 impl Plan {
     pub(super) fn new(
-        intent: &Intent,
+        intent: &EntryRequest,
         account: &str,
         debit: &str,
         credit: &str,
@@ -88,7 +88,7 @@ impl Plan {
 /// appends nothing.
 pub(super) fn plan(
     state: &GroupState,
-    intent: &Intent,
+    intent: &EntryRequest,
     now: DateTime<Utc>,
 ) -> Result<Plan, Refusal> {
     match &intent.action {

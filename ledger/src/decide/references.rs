@@ -5,7 +5,7 @@ use rust_decimal::Decimal;
 
 use crate::amount::canonical;
 use crate::entry::EntryStatus;
-use crate::intent::{EntryKind, Intent, SettingsChange};
+use crate::request::{EntryKind, EntryRequest, SettingsChange};
 use crate::state::{StateKey, StateValue};
 use crate::wide::WideDecimal;
 
@@ -13,7 +13,7 @@ use super::limits::wide;
 use super::{GroupState, Plan, RecordChange, Refusal};
 
 /// Account settings: unit, overdraft floor and metadata, versioned.
-pub(super) fn settings(state: &GroupState, intent: &Intent, change: &SettingsChange) -> Plan {
+pub(super) fn settings(state: &GroupState, intent: &EntryRequest, change: &SettingsChange) -> Plan {
     let current = state.settings(&change.account);
     let version = current.map_or(1, |c| c.version + 1);
     let mut p = Plan::new(
@@ -34,7 +34,7 @@ pub(super) fn settings(state: &GroupState, intent: &Intent, change: &SettingsCha
 /// A refund of a payment, up to what is left of it to refund.
 pub(super) fn refund(
     state: &GroupState,
-    intent: &Intent,
+    intent: &EntryRequest,
     payment_id: &str,
     amount: &Decimal,
 ) -> Result<Plan, Refusal> {
@@ -100,7 +100,7 @@ pub(super) fn refund(
 /// A reversal of a posted entry of a reversible kind, once.
 pub(super) fn reversal(
     state: &GroupState,
-    intent: &Intent,
+    intent: &EntryRequest,
     entry_id: &str,
 ) -> Result<Plan, Refusal> {
     let Some(target) = state.by_id.get(entry_id) else {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::entry::StoredEntry;
 use crate::fingerprint::differing_fields;
-use crate::intent::Intent;
+use crate::request::EntryRequest;
 
 use super::Decision;
 
@@ -13,7 +13,7 @@ use super::Decision;
 /// it when the fingerprints match, a conflict otherwise. Entries are
 /// immutable and keys never expire, so this answer is final the moment the
 /// entry is committed, whoever reads it.
-pub fn decide_existing(existing: &Arc<StoredEntry>, intent: &Intent) -> Decision {
+pub fn decide_existing(existing: &Arc<StoredEntry>, intent: &EntryRequest) -> Decision {
     if intent.fingerprint.is_text_of(&existing.fingerprint) {
         Decision::Replayed(existing.clone())
     } else {

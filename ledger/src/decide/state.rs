@@ -8,7 +8,7 @@ use crate::balance::{AccountBalance, BalanceProjection};
 
 use crate::chain::Head;
 use crate::entry::StoredEntry;
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::state::{AccountSettings, HoldRecord, StateKey, StateValue};
 
 use super::Decision;

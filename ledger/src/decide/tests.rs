@@ -10,8 +10,8 @@ use crate::state::{StateKey, StateValue};
 use crate::wide::WideDecimal;
 use serde_json::json;
 
-fn debit(id: &str, account: &str, amount: &str, unit: &str) -> Intent {
-    Intent::usage_debit(
+fn debit(id: &str, account: &str, amount: &str, unit: &str) -> EntryRequest {
+    EntryRequest::usage_debit(
         json!({"usage_record_id": id, "account": account, "amount": amount, "unit": unit})
             .as_object()
             .unwrap()
@@ -83,13 +83,13 @@ fn a_unit_mismatch_is_refused_and_changes_nothing() {
     assert_eq!(state.head, Head::EMPTY);
 }
 
-fn settings(account: &str, overdraft: crate::state::Overdraft) -> Intent {
+fn settings(account: &str, overdraft: crate::state::Overdraft) -> EntryRequest {
     let body = json!({"unit": "USD", "overdraft": overdraft.to_json()});
-    Intent::settings(account, body.as_object().unwrap().clone()).unwrap()
+    EntryRequest::settings(account, body.as_object().unwrap().clone()).unwrap()
 }
 
-fn payment(id: &str, account: &str, amount: &str) -> Intent {
-    Intent::payment(
+fn payment(id: &str, account: &str, amount: &str) -> EntryRequest {
+    EntryRequest::payment(
         json!({"payment_id": id, "account": account, "amount": amount, "unit": "USD"})
             .as_object()
             .unwrap()
@@ -108,7 +108,7 @@ fn debits_of_one_group_are_held_to_the_floor_one_after_another() {
     for i in 0..5 {
         intents.push(debit(&format!("u{i}"), "c", "1", "USD"));
     }
-    let refs: Vec<&Intent> = intents.iter().collect();
+    let refs: Vec<&EntryRequest> = intents.iter().collect();
     let out = decide_group(&mut state, &refs, Utc::now(), ids());
     let statuses: Vec<&str> = out
         .new_entries
@@ -135,7 +135,7 @@ fn debits_of_one_group_are_held_to_the_floor_one_after_another() {
 #[test]
 fn a_hold_made_earlier_in_the_group_is_captured_once() {
     let mut state = empty_state();
-    let hold = Intent::hold(
+    let hold = EntryRequest::hold(
         json!({"hold_id": "h", "account": "c", "amount": "5", "unit": "USD", "ttl_seconds": 60})
             .as_object()
             .unwrap()
@@ -143,7 +143,7 @@ fn a_hold_made_earlier_in_the_group_is_captured_once() {
     )
     .unwrap();
     let capture = |id: &str| {
-        Intent::capture(
+        EntryRequest::capture(
             "h",
             json!({"capture_id": id, "amount": "2"})
                 .as_object()
@@ -208,7 +208,7 @@ fn totals_past_28_digits_post_exactly() {
 fn refunded_totals_are_added_and_compared_exactly() {
     let nines = "9999999999999999999999999999";
     let refund = |id: &str, amount: &str| {
-        Intent::refund(
+        EntryRequest::refund(
             json!({"refund_id": id, "payment_id": "p", "amount": amount})
                 .as_object()
                 .unwrap()

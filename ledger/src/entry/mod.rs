@@ -12,7 +12,7 @@ pub use usage_columns::{
 };
 
 use crate::amount::canonical;
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::wide::WideDecimal;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -197,7 +197,7 @@ impl StoredEntry {
             }
             // A hold asked for a time to live: show the instant it became.
             if let Some(ttl) = params.get("ttl_seconds").and_then(Value::as_i64) {
-                let at = crate::intent::HoldExpiry::Ttl(ttl).resolve(self.recorded_at);
+                let at = crate::request::HoldExpiry::Ttl(ttl).resolve(self.recorded_at);
                 details.insert("expires_at".into(), Value::String(format_recorded_at(&at)));
             }
         }

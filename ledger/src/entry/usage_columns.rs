@@ -12,7 +12,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use super::{EntryStatus, StoredEntry};
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::LedgerError;
 
 /// The text form of a day in the database and in responses.

@@ -4,7 +4,7 @@
 use crate::balance::AccountBalance;
 
 use crate::entry::StoredEntry;
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::state::StateKey;
 use crate::store::{Fence, GroupTransaction, GroupWrite};
 use crate::LedgerError;

@@ -6,7 +6,7 @@
 //! a transaction of its own, serve tests and tools.
 
 use crate::decide::Decision;
-use crate::intent::Intent;
+use crate::request::EntryRequest;
 use crate::store::{GroupTransaction, GroupWrite, SharedCommit, Storage};
 use crate::LedgerError;
 
@@ -23,7 +23,7 @@ impl Storage {
     pub async fn commit_group(
         &self,
         tenant: &str,
-        intents: &[&Intent],
+        intents: &[&EntryRequest],
     ) -> Result<Vec<Decision>, LedgerError> {
         self.commit_group_with(
             tenant,
@@ -47,7 +47,7 @@ impl Storage {
     pub async fn commit_group_with(
         &self,
         tenant: &str,
-        intents: &[&Intent],
+        intents: &[&EntryRequest],
         absent: &[bool],
         final_now: &mut (dyn FnMut(usize, &Decision) + Send),
         memory: &mut WriterMemory,
@@ -73,7 +73,7 @@ impl Storage {
     pub(crate) async fn decide_group(
         &self,
         tenant: &str,
-        intents: &[&Intent],
+        intents: &[&EntryRequest],
         absent: &[bool],
         final_now: &mut (dyn FnMut(usize, &Decision) + Send),
         memory: &mut WriterMemory,
@@ -106,7 +106,7 @@ impl Storage {
     pub(crate) async fn decide_ahead(
         &self,
         tenant: &str,
-        intents: &[&Intent],
+        intents: &[&EntryRequest],
         absent: &[bool],
         memory: &mut WriterMemory,
         commits: &SharedCommit,

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use crate::balance::AccountBalance;
 
 use crate::decide::GroupState;
-use crate::intent::{Action, EntryKind, Intent};
 use crate::names::is_system_account;
+use crate::request::{Action, EntryKind, EntryRequest};
 use crate::state::{StateKey, StateValue};
 use crate::store::{Fence, GroupTransaction};
 use crate::LedgerError;
@@ -82,7 +82,7 @@ pub(super) async fn load<T: GroupTransaction>(
     }
     // Replays and conflicts move no money: only intents whose key is still
     // free need balances and rule state.
-    let live: Vec<&Intent> = intents
+    let live: Vec<&EntryRequest> = intents
         .iter()
         .copied()
         .filter(|i| {

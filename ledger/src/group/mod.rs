@@ -25,7 +25,7 @@ mod run;
 mod shared;
 
 use crate::decide::Decision;
-use crate::intent::Intent;
+use crate::request::EntryRequest;
 use crate::store::{Fence, GroupWrite};
 
 pub use memory::{MemoryBudget, WriterMemory, CONTENDED_FOR, MEMORY_LIMIT, PROCESS_MEMORY_LIMIT};
@@ -35,7 +35,7 @@ pub(crate) use shared::{commit_in_round, decide_in_round};
 /// The intents of one group (see `Storage::commit_group_with`).
 pub(crate) struct Group<'a> {
     pub tenant: &'a str,
-    pub intents: &'a [&'a Intent],
+    pub intents: &'a [&'a EntryRequest],
     /// Per intent (or empty): its key was found free just before.
     pub absent: &'a [bool],
 }

@@ -7,8 +7,8 @@
 use tokio::sync::oneshot;
 
 use crate::decide::Decision;
-use crate::intent::Intent;
 use crate::names::is_system_account;
+use crate::request::EntryRequest;
 use crate::state::StateKey;
 use crate::store::{Fence, GroupWrite, ReadAhead, RoundWork, SharedCommit};
 use crate::LedgerError;
@@ -37,14 +37,14 @@ fn committer_stopped() -> LedgerError {
 pub(crate) async fn decide_in_round(
     commits: &SharedCommit,
     tenant: &str,
-    intents: &[&Intent],
+    intents: &[&EntryRequest],
     absent: &[bool],
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<DecidedWrite, LedgerError> {
     // Owned copies: the round runs on the committer's task. A copy costs
     // about a microsecond an intent, against the fsync it shares.
-    let owned: Vec<Intent> = intents.iter().map(|i| (*i).clone()).collect();
+    let owned: Vec<EntryRequest> = intents.iter().map(|i| (*i).clone()).collect();
     let absent = absent.to_vec();
     let lent = std::mem::replace(memory, memory.empty_like());
     let (hand, handed) = oneshot::channel::<Handed>();
@@ -53,7 +53,7 @@ pub(crate) async fn decide_in_round(
     let work: RoundWork = Box::new(move |mut tx| {
         Box::pin(async move {
             let mut memory = lent;
-            let refs: Vec<&Intent> = owned.iter().collect();
+            let refs: Vec<&EntryRequest> = owned.iter().collect();
             let group = Group {
                 tenant: &owner,
                 intents: &refs,
@@ -109,7 +109,7 @@ pub(crate) async fn decide_in_round(
 pub(crate) async fn commit_in_round(
     commits: &SharedCommit,
     tenant: &str,
-    intents: &[&Intent],
+    intents: &[&EntryRequest],
     absent: &[bool],
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
@@ -155,7 +155,7 @@ pub(crate) fn write_ahead_in_round(
 /// What a group of `intents` will read that `memory` does not hold: the
 /// balances and settings of the accounts its intents name (those of holds,
 /// refunds and reversals are found only while deciding, and read then).
-fn read_ahead(tenant: &str, intents: &[&Intent], memory: &WriterMemory) -> ReadAhead {
+fn read_ahead(tenant: &str, intents: &[&EntryRequest], memory: &WriterMemory) -> ReadAhead {
     let mut accounts: Vec<String> = intents
         .iter()
         .flat_map(|i| i.named_accounts())

@@ -7,8 +7,8 @@ use super::storage::Storage;
 use super::transaction::{Fence, GroupTransaction, GroupWrite};
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
-use crate::intent::EntryKind;
 use crate::on_engine;
+use crate::request::EntryKind;
 use crate::state::StateKey;
 use crate::LedgerError;
 

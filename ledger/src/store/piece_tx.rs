@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::state::StateKey;
 use crate::LedgerError;
 

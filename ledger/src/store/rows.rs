@@ -7,7 +7,7 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use crate::chain::Head;
 use crate::entry::{EntryStatus, StoredEntry};
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::wide::WideDecimal;
 use crate::LedgerError;
 

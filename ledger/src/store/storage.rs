@@ -10,9 +10,9 @@ use super::sqlite::SqliteStore;
 use crate::balance::BalanceProjection;
 use crate::chain::Head;
 use crate::entry::StoredEntry;
-use crate::intent::EntryKind;
 use crate::keys::{ApiKey, StoredApiKey};
 use crate::on_engine;
+use crate::request::EntryKind;
 use crate::state::{StateKey, StateValue};
 use crate::LedgerError;
 

@@ -11,7 +11,7 @@ use crate::balance::AccountBalance;
 
 use crate::chain::Head;
 use crate::entry::StoredEntry;
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::state::{StateKey, StateRow};
 use crate::LedgerError;
 

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 
 use crate::decide::{decide_existing, Decision};
-use crate::intent::{EntryKind, Intent};
+use crate::request::{EntryKind, EntryRequest};
 use crate::LedgerError;
 
 use super::registry::Writers;
@@ -15,7 +15,11 @@ use super::Job;
 
 impl Writers {
     /// Queues `intent` and waits for its committed decision.
-    pub async fn decide(&self, tenant: &str, intent: Intent) -> Result<Decision, LedgerError> {
+    pub async fn decide(
+        &self,
+        tenant: &str,
+        intent: EntryRequest,
+    ) -> Result<Decision, LedgerError> {
         let mut decisions = self.decide_all(tenant, vec![intent]).await?;
         decisions
             .pop()
@@ -31,7 +35,7 @@ impl Writers {
     pub async fn decide_all(
         &self,
         tenant: &str,
-        intents: Vec<Intent>,
+        intents: Vec<EntryRequest>,
     ) -> Result<Vec<Decision>, LedgerError> {
         if intents.is_empty() {
             return Ok(Vec::new());
@@ -84,7 +88,7 @@ impl Writers {
     pub(super) fn answered_from_recent(
         &self,
         tenant: &str,
-        intents: &[Intent],
+        intents: &[EntryRequest],
     ) -> Option<Vec<Decision>> {
         if !self.recent.enabled() {
             return None;

@@ -1,7 +1,7 @@
 //! The replies of one group's jobs, early ones before the commit.
 
 use crate::decide::Decision;
-use crate::intent::Intent;
+use crate::request::EntryRequest;
 use crate::LedgerError;
 
 use super::Reply;
@@ -20,7 +20,7 @@ pub(super) struct Answers {
 }
 
 impl Answers {
-    pub(super) fn new(job_intents: &[Vec<Intent>], replies: Vec<Reply>) -> Self {
+    pub(super) fn new(job_intents: &[Vec<EntryRequest>], replies: Vec<Reply>) -> Self {
         let mut slots = Vec::new();
         for (j, intents) in job_intents.iter().enumerate() {
             slots.extend((0..intents.len()).map(|k| (j, k)));

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::decide::Decision;
 use crate::group::WriterMemory;
-use crate::intent::Intent;
 use crate::look_ups::KeyTaken;
+use crate::request::EntryRequest;
 use crate::store::SharedCommit;
 use crate::LedgerError;
 
@@ -85,7 +85,7 @@ impl Finished<'_> {
                     }
                     _ => memory.forget(),
                 }
-                let intents: Vec<&Intent> = job_intents.iter().flatten().collect();
+                let intents: Vec<&EntryRequest> = job_intents.iter().flatten().collect();
                 let final_now = &mut |i: usize, d: &Decision| answers.decided(i, d);
                 if ahead {
                     tracing::debug!(tenant = %self.tenant, error = %e, "deciding a group decided ahead again");

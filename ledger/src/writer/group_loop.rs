@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use crate::group::{decide_in_round, DecidedWrite, WriterMemory};
-use crate::intent::Intent;
+use crate::request::EntryRequest;
 use crate::store::Storage;
 use crate::LedgerError;
 
@@ -126,7 +126,7 @@ pub(super) async fn run(
         }
         let started = Instant::now();
         let mut answers = Answers::new(&job_intents, replies);
-        let intents: Vec<&Intent> = job_intents.iter().flatten().collect();
+        let intents: Vec<&EntryRequest> = job_intents.iter().flatten().collect();
 
         // Pipelining: while the group before is written and committed, this
         // one is decided from what the writer remembers of the state that

@@ -11,8 +11,8 @@ use tokio::task::JoinSet;
 
 use crate::decide::{decide_existing, Decision};
 use crate::entry::StoredEntry;
-use crate::intent::EntryKind;
 use crate::look_ups::KeyLookUps;
+use crate::request::EntryKind;
 use crate::store::Storage;
 use crate::LedgerError;
 

@@ -33,8 +33,8 @@ use tokio::sync::oneshot;
 
 use crate::decide::Decision;
 use crate::group::MemoryBudget;
-use crate::intent::Intent;
 use crate::look_ups::KeyTaken;
+use crate::request::EntryRequest;
 use crate::store::SharedCommit;
 use crate::LedgerError;
 
@@ -50,7 +50,7 @@ type Reply = oneshot::Sender<Result<Vec<Decision>, LedgerError>>;
 
 /// Intents submitted together (one request) and where their answers go.
 struct Job {
-    intents: Vec<Intent>,
+    intents: Vec<EntryRequest>,
     /// Per intent, once looked up before the writer: its key held no entry.
     absent: Vec<bool>,
     reply: Reply,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::decide::Decision;
 use crate::group::{commit_in_round, WriterMemory};
-use crate::intent::Intent;
+use crate::request::EntryRequest;
 use crate::store::SharedCommit;
 use crate::LedgerError;
 
@@ -17,7 +17,7 @@ use crate::LedgerError;
 pub(super) async fn commit_with_retry(
     commits: &SharedCommit,
     tenant: &str,
-    intents: &[&Intent],
+    intents: &[&EntryRequest],
     absent: &[bool],
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
@@ -34,7 +34,7 @@ pub(super) async fn commit_with_retry(
 pub(super) async fn retry(
     commits: &SharedCommit,
     tenant: &str,
-    intents: &[&Intent],
+    intents: &[&EntryRequest],
     error: LedgerError,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,

@@ -9,7 +9,7 @@ use serde::Serialize;
 use tally_ledger::balance::AccountBalance;
 use tally_ledger::entry::{EntryStatus, EntryView, StoredEntry};
 use tally_ledger::fold::{moves_money, OpenHold};
-use tally_ledger::intent::EntryKind;
+use tally_ledger::request::EntryKind;
 use tally_ledger::wide::WideDecimal;
 use tally_ledger::LedgerError;
 

@@ -7,7 +7,7 @@ use super::*;
 use rust_decimal::Decimal;
 use tally_ledger::entry::EntryStatus;
 use tally_ledger::fold::LogFold;
-use tally_ledger::intent::EntryKind;
+use tally_ledger::request::EntryKind;
 use tally_ledger::store::Storage;
 
 fn d(s: &str) -> Decimal {
@@ -158,7 +158,8 @@ async fn a_period_with_too_many_entries_is_refused() {
             "usage_record_id": format!("u{i}"), "account": "cust", "amount": "1", "unit": "USD"
         });
         let intent =
-            tally_ledger::intent::Intent::usage_debit(body.as_object().unwrap().clone()).unwrap();
+            tally_ledger::request::EntryRequest::usage_debit(body.as_object().unwrap().clone())
+                .unwrap();
         storage.commit_group("t", &[&intent]).await.unwrap();
     }
     let now = Utc::now();

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use rust_decimal::Decimal;
 use tally_ledger::entry::{EntryStatus, StoredEntry};
 use tally_ledger::fields::ValidationErrors;
-use tally_ledger::intent::EntryKind;
+use tally_ledger::request::EntryKind;
 use tally_ledger::store::{AccountRange, Storage, LOG_PAGE};
 use tally_ledger::LedgerError;
 

@@ -15,7 +15,7 @@ use rust_decimal::Decimal;
 use tally_ledger::entry::{
     params_of, usage_terms, EntryStatus, StoredEntry, UsageParams, UsageSource,
 };
-use tally_ledger::intent::EntryKind;
+use tally_ledger::request::EntryKind;
 use tally_ledger::wide::WideDecimal;
 use tally_ledger::LedgerError;
 

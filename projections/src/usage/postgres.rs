@@ -6,7 +6,7 @@ use chrono::NaiveDate;
 use futures_util::TryStreamExt;
 use sqlx::{PgPool, Row};
 use tally_ledger::entry::{EntryStatus, UsageSource, DAY_FORMAT};
-use tally_ledger::intent::EntryKind;
+use tally_ledger::request::EntryKind;
 use tally_ledger::store::{parse_decimal, LOG_PAGE};
 use tally_ledger::LedgerError;
 

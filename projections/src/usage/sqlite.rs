@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::{QueryBuilder, SqlitePool};
 use tally_ledger::entry::{string_or_none, EntryStatus, UsageParams, UsageSource, DAY_FORMAT};
-use tally_ledger::intent::EntryKind;
+use tally_ledger::request::EntryKind;
 use tally_ledger::store::{parse_decimal, SqliteStore};
 use tally_ledger::LedgerError;
 

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use tally_ledger::decide::Decision;
-use tally_ledger::intent::Intent;
+use tally_ledger::request::EntryRequest;
 use tally_ledger::store::{EntryFilter, Storage};
 
 use super::*;
@@ -31,17 +31,17 @@ async fn the_packed_fold_equals_the_fold_of_whole_entries() {
     ];
     let mut ids = Vec::new();
     for d in debits {
-        let intent = Intent::usage_debit(body(d)).unwrap();
+        let intent = EntryRequest::usage_debit(body(d)).unwrap();
         match &storage.commit_group("t", &[&intent]).await.unwrap()[0] {
             Decision::Created(e) => ids.push(e.id.clone()),
             other => panic!("not created: {other:?}"),
         }
     }
-    let payment = Intent::payment(body(
+    let payment = EntryRequest::payment(body(
         json!({"payment_id": "p1", "account": "c2", "amount": "9", "unit": "EUR"}),
     ))
     .unwrap();
-    let reversal = Intent::reversal(body(
+    let reversal = EntryRequest::reversal(body(
         json!({"reversal_id": "r1", "entry_id": ids[3], "reason": "duplicate"}),
     ))
     .unwrap();

@@ -14,7 +14,7 @@ use crate::audit::FORMAT;
 use crate::chain::{entry_hash, GENESIS_HASH};
 use crate::entry::EntryStatus;
 use crate::fingerprint::Fingerprint;
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 
 const SEED: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
 

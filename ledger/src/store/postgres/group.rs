@@ -6,7 +6,7 @@ use sqlx::{PgConnection, Postgres, Row, Transaction};
 use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::state::StateKey;
 use crate::store::rows::decode_balance;
 use crate::store::rules::RulesRebuilt;

@@ -18,7 +18,7 @@ macro_rules! engine_group {
             async fn entries_with_keys(
                 &mut self,
                 tenant: &str,
-                keys: &[($crate::intent::EntryKind, &str)],
+                keys: &[($crate::request::EntryKind, &str)],
             ) -> Result<Vec<$crate::entry::StoredEntry>, $crate::LedgerError> {
                 $keyed(&mut self.tx, tenant, keys).await
             }

@@ -101,7 +101,7 @@ macro_rules! engine_reads {
                 if f.kind.is_none() {
                     q.push(" AND kind IN (");
                     let mut kinds = q.separated(", ");
-                    for k in $crate::intent::EntryKind::ALL {
+                    for k in $crate::request::EntryKind::ALL {
                         kinds.push_bind(k.as_str());
                     }
                     q.push(")");
@@ -309,7 +309,7 @@ macro_rules! engine_reads {
             pub async fn entries_with_keys(
                 &self,
                 tenant: &str,
-                keys: &[($crate::intent::EntryKind, &str)],
+                keys: &[($crate::request::EntryKind, &str)],
             ) -> Result<Vec<$crate::entry::StoredEntry>, $crate::LedgerError> {
                 let mut conn = self.pool.acquire().await?;
                 $keyed(&mut conn, tenant, keys).await
@@ -318,7 +318,7 @@ macro_rules! engine_reads {
             pub async fn entry_by_key(
                 &self,
                 tenant: &str,
-                kind: $crate::intent::EntryKind,
+                kind: $crate::request::EntryKind,
                 upstream_id: &str,
             ) -> Result<Option<$crate::entry::StoredEntry>, $crate::LedgerError> {
                 let sql = format!(

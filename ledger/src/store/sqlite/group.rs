@@ -7,7 +7,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
 use super::columns::{entry, ENTRY_COLUMNS, ROWS_PER_INSERT};
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::state::{StateKey, StateRow};
 use crate::store::rows::decode_balance;
 use crate::store::rules::RulesRebuilt;

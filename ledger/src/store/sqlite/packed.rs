@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::entry::{EntryStatus, StoredEntry};
-use crate::intent::EntryKind;
+use crate::request::EntryKind;
 use crate::store::rows::{parse_decimal, parse_total};
 use crate::LedgerError;
 

@@ -45,7 +45,7 @@ async fn a_key_taken_after_the_look_up_is_replayed_not_posted_twice() {
 /// before it.
 async fn look_up_alone(
     storage: &Storage,
-    requests: Vec<Vec<Intent>>,
+    requests: Vec<Vec<EntryRequest>>,
 ) -> (Vec<Option<Vec<Decision>>>, Vec<Job>, u64) {
     let (to_look_up, queue) = mpsc::unbounded_channel();
     let (to_writer, mut writer_queue) = mpsc::unbounded_channel();

@@ -25,11 +25,11 @@ mod retirement;
 mod shared_rounds;
 mod unlooked;
 
-fn debit(id: &str, amount: &str) -> Intent {
+fn debit(id: &str, amount: &str) -> EntryRequest {
     let body = serde_json::json!({
         "usage_record_id": id, "account": "cust", "amount": amount, "unit": "USD"
     });
-    Intent::usage_debit(body.as_object().unwrap().clone()).unwrap()
+    EntryRequest::usage_debit(body.as_object().unwrap().clone()).unwrap()
 }
 
 async fn entries(storage: &Storage) -> usize {
@@ -40,11 +40,11 @@ async fn entries(storage: &Storage) -> usize {
     storage.list_entries("t", &filter).await.unwrap().len()
 }
 
-fn debit_of(id: &str, account: &str) -> Intent {
+fn debit_of(id: &str, account: &str) -> EntryRequest {
     let body = serde_json::json!({
         "usage_record_id": id, "account": account, "amount": "1", "unit": "USD"
     });
-    Intent::usage_debit(body.as_object().unwrap().clone()).unwrap()
+    EntryRequest::usage_debit(body.as_object().unwrap().clone()).unwrap()
 }
 
 /// `clients` tasks per writer post `per_client` debits of 1 each, spread
@@ -153,12 +153,12 @@ async fn verified_debits(storage: &Storage, account: &str) -> (i64, crate::wide:
 }
 
 /// A debit of 1 on `other`, credited to `@other-revenue`.
-fn other_debit(id: &str) -> Intent {
+fn other_debit(id: &str) -> EntryRequest {
     let body = serde_json::json!({
         "usage_record_id": id, "account": "other", "amount": "1", "unit": "USD",
         "counter_account": "@other-revenue"
     });
-    Intent::usage_debit(body.as_object().unwrap().clone()).unwrap()
+    EntryRequest::usage_debit(body.as_object().unwrap().clone()).unwrap()
 }
 
 fn created_id(d: &Decision) -> String {

@@ -90,7 +90,7 @@ async fn a_key_taken_by_another_process_refuses_only_its_tenant_in_the_round() {
             .commit_group("k2", &[&debit("taken", "1")])
             .await
             .unwrap();
-        let intents: Vec<Intent> = tenants
+        let intents: Vec<EntryRequest> = tenants
             .iter()
             .map(|t| match *t {
                 "k2" => debit("taken", "1"),

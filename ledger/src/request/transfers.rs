@@ -4,16 +4,19 @@
 use serde_json::{Map, Value};
 
 use super::model::{
-    read_counter, request_fields, timestamp, Action, Common, EntryKind, Intent, Transfer,
+    read_counter, request_fields, timestamp, Action, Common, EntryKind, EntryRequest, Transfer,
 };
 use crate::amount::canonical;
 use crate::fields::{Fields, ValidationErrors};
 use crate::names::{self, PAYMENTS_ACCOUNT, REVENUE_ACCOUNT};
 
-impl Intent {
+impl EntryRequest {
     /// Validates a request body of the given kind (the kinds whose whole
     /// request is the body).
-    pub fn parse(kind: EntryKind, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+    pub fn parse(
+        kind: EntryKind,
+        body: Map<String, Value>,
+    ) -> Result<EntryRequest, ValidationErrors> {
         match kind {
             EntryKind::UsageDebit => Self::usage_debit(body),
             EntryKind::Payment => Self::payment(body),
@@ -30,7 +33,7 @@ impl Intent {
     }
 
     /// `POST /v1/usage-debits`: debits `account`, credits `@revenue` or `counter_account`.
-    pub fn usage_debit(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+    pub fn usage_debit(body: Map<String, Value>) -> Result<EntryRequest, ValidationErrors> {
         let mut f = Fields::new(body, request_fields::USAGE_DEBIT);
         let upstream_id = f.required_str("usage_record_id", names::check_upstream_id);
         let common = Common::read(&mut f);
@@ -100,7 +103,7 @@ impl Intent {
     }
 
     /// `POST /v1/payments`: debits `@payments` or `counter_account`, credits `account`.
-    pub fn payment(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+    pub fn payment(body: Map<String, Value>) -> Result<EntryRequest, ValidationErrors> {
         let mut f = Fields::new(body, request_fields::PAYMENT);
         let upstream_id = f.required_str("payment_id", names::check_upstream_id);
         let common = Common::read(&mut f);
@@ -169,8 +172,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn debit(v: Value) -> Result<Intent, ValidationErrors> {
-        Intent::usage_debit(v.as_object().unwrap().clone())
+    fn debit(v: Value) -> Result<EntryRequest, ValidationErrors> {
+        EntryRequest::usage_debit(v.as_object().unwrap().clone())
     }
 
     #[test]
@@ -227,7 +230,7 @@ mod tests {
 
     #[test]
     fn a_payment_credits_the_customer() {
-        let p = Intent::payment(
+        let p = EntryRequest::payment(
             json!({"payment_id": "p1", "account": "c", "amount": "10", "unit": "USD"})
                 .as_object()
                 .unwrap()

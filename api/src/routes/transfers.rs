@@ -3,8 +3,8 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use tally_ledger::intent::EntryKind;
 use tally_ledger::keys::Scope;
+use tally_ledger::request::EntryKind;
 
 use super::answer;
 use super::text;

@@ -136,7 +136,7 @@ impl EntryKind {
 /// A validated request, not yet decided: its key, its fingerprinted
 /// parameters, and what it asks the ledger to do.
 #[derive(Debug, Clone)]
-pub struct Intent {
+pub struct EntryRequest {
     pub kind: EntryKind,
     pub upstream_id: String,
     pub action: Action,
@@ -184,7 +184,7 @@ pub struct Transfer {
     pub unit: String,
 }
 
-impl Intent {
+impl EntryRequest {
     /// Every account the request itself names (the writer loads their
     /// balances and settings; referenced objects add theirs later).
     pub fn named_accounts(&self) -> Vec<&str> {
@@ -205,16 +205,16 @@ pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
-impl Intent {
+impl EntryRequest {
     pub(crate) fn build(
         kind: EntryKind,
         upstream_id: String,
         action: Action,
         params_map: Map<String, Value>,
-    ) -> Intent {
+    ) -> EntryRequest {
         let params = canonical_params(&params_map);
         let fingerprint = Fingerprint::of_canonical(&params);
-        Intent {
+        EntryRequest {
             kind,
             upstream_id,
             action,

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::model::{
-    request_fields, Action, AdjustmentRequest, Direction, EntryKind, Intent, SettingsChange,
+    request_fields, Action, AdjustmentRequest, Direction, EntryKind, EntryRequest, SettingsChange,
 };
 use crate::amount::canonical;
 use crate::fields::{Fields, ValidationErrors};
@@ -15,11 +15,14 @@ fn text(params: &mut Map<String, Value>, key: &str, value: &str) {
     params.insert(key.into(), Value::String(value.to_owned()));
 }
 
-impl Intent {
+impl EntryRequest {
     /// `PUT /v1/accounts/{account}`. Its upstream ID is chosen by the writer
     /// (`<account>#<version>`): a PUT is idempotent by its content, not by a
     /// client key.
-    pub fn settings(account: &str, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+    pub fn settings(
+        account: &str,
+        body: Map<String, Value>,
+    ) -> Result<EntryRequest, ValidationErrors> {
         let mut f = Fields::new(body, request_fields::SETTINGS);
         if let Err(m) = names::check_customer_account(account) {
             f.error("account", m);
@@ -80,7 +83,7 @@ impl Intent {
     }
 
     /// `POST /v1/refunds`: back to the payer, out of the paid account.
-    pub fn refund(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+    pub fn refund(body: Map<String, Value>) -> Result<EntryRequest, ValidationErrors> {
         let mut f = Fields::new(body, request_fields::REFUND);
         let upstream_id = f.required_str("refund_id", names::check_upstream_id);
         let payment_id = f.required_str("payment_id", names::check_upstream_id);
@@ -111,7 +114,7 @@ impl Intent {
     }
 
     /// `POST /v1/reversals`: the compensating entry of another.
-    pub fn reversal(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+    pub fn reversal(body: Map<String, Value>) -> Result<EntryRequest, ValidationErrors> {
         let mut f = Fields::new(body, request_fields::REVERSAL);
         let upstream_id = f.required_str("reversal_id", names::check_upstream_id);
         let entry_id = f.required_str("entry_id", names::check_upstream_id);
@@ -138,7 +141,7 @@ impl Intent {
     }
 
     /// `POST /v1/adjustments` (scope `admin`): a correction against `@adjustments`.
-    pub fn adjustment(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+    pub fn adjustment(body: Map<String, Value>) -> Result<EntryRequest, ValidationErrors> {
         let mut f = Fields::new(body, request_fields::ADJUSTMENT);
         let upstream_id = f.required_str("adjustment_id", names::check_upstream_id);
         let account = f.required_str("account", names::check_customer_account);

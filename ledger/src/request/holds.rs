@@ -4,8 +4,8 @@
 use serde_json::{Map, Value};
 
 use super::model::{
-    read_counter, request_fields, timestamp, Action, Common, EntryKind, HoldExpiry, HoldRequest,
-    Intent,
+    read_counter, request_fields, timestamp, Action, Common, EntryKind, EntryRequest, HoldExpiry,
+    HoldRequest,
 };
 use crate::amount::canonical;
 use crate::fields::{Fields, ValidationErrors};
@@ -14,9 +14,9 @@ use crate::names::{self, REVENUE_ACCOUNT};
 /// Longest `ttl_seconds` a hold may ask for: 30 days.
 pub const MAX_HOLD_TTL_SECONDS: i64 = 30 * 24 * 3600;
 
-impl Intent {
+impl EntryRequest {
     /// `POST /v1/holds`.
-    pub fn hold(body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+    pub fn hold(body: Map<String, Value>) -> Result<EntryRequest, ValidationErrors> {
         let mut f = Fields::new(body, request_fields::HOLD);
         let upstream_id = f.required_str("hold_id", names::check_upstream_id);
         let common = Common::read(&mut f);
@@ -91,7 +91,10 @@ impl Intent {
     }
 
     /// `POST /v1/holds/{hold_id}/capture`.
-    pub fn capture(hold_id: &str, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+    pub fn capture(
+        hold_id: &str,
+        body: Map<String, Value>,
+    ) -> Result<EntryRequest, ValidationErrors> {
         let mut f = Fields::new(body, request_fields::CAPTURE);
         if let Err(m) = names::check_upstream_id(hold_id) {
             f.error("hold_id", m);
@@ -122,7 +125,10 @@ impl Intent {
     }
 
     /// `POST /v1/holds/{hold_id}/release`.
-    pub fn release(hold_id: &str, body: Map<String, Value>) -> Result<Intent, ValidationErrors> {
+    pub fn release(
+        hold_id: &str,
+        body: Map<String, Value>,
+    ) -> Result<EntryRequest, ValidationErrors> {
         let mut f = Fields::new(body, request_fields::RELEASE);
         if let Err(m) = names::check_upstream_id(hold_id) {
             f.error("hold_id", m);
@@ -152,7 +158,7 @@ impl Intent {
     /// The server's release of an expired hold. Its key is derived from the
     /// hold, so every process that notices the expiry submits the same
     /// intent and the UNIQUE key lets exactly one of them through.
-    pub fn expiry_release(hold_id: &str) -> Intent {
+    pub fn expiry_release(hold_id: &str) -> EntryRequest {
         let mut params = Map::new();
         params.insert("hold_id".into(), Value::String(hold_id.to_owned()));
         params.insert("reason".into(), Value::String("expired".into()));

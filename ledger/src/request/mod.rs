@@ -8,6 +8,6 @@ mod transfers;
 
 pub use holds::MAX_HOLD_TTL_SECONDS;
 pub use model::{
-    request_fields, Action, AdjustmentRequest, Direction, EntryKind, HoldExpiry, HoldRequest,
-    Intent, SettingsChange, Transfer,
+    request_fields, Action, AdjustmentRequest, Direction, EntryKind, EntryRequest, HoldExpiry,
+    HoldRequest, SettingsChange, Transfer,
 };
