@@ -8,7 +8,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
-use tally_ledger::decide::{Decision, Refusal};
+use tally_ledger::decide::{Decision, IntentAnswer, Refusal};
 use tally_ledger::entry::{EntryStatus, EntryView, StoredEntry};
 use tally_ledger::fields::ValidationErrors;
 use tally_ledger::keys::Scope;
@@ -468,10 +468,82 @@ pub fn decision_answer(decision: Decision) -> Answer {
             "the hold was already captured or released".into(),
         )
         .answer(),
+        Decision::Refused(Refusal::Withheld) => lease_lost_problem(None).answer(),
         Decision::Unchanged(_) => {
             ApiError::Internal("a settings decision reached a money endpoint".into()).answer()
         }
+        Decision::Intent(_) => {
+            ApiError::Internal("an intent's decision reached an entry endpoint".into()).answer()
+        }
     }
+}
+
+fn lease_lost_problem(intent_id: Option<&str>) -> Problem {
+    let problem = Problem::new(
+        StatusCode::CONFLICT,
+        "lease_lost",
+        "Lease lost",
+        "this token is not the intent's current claim (its lease ran out and another claim \
+         took the intent, or the intent's outcome was stored by another call); nothing changed"
+            .into(),
+    );
+    match intent_id {
+        Some(id) => problem.with("intent_id", json!(id)),
+        None => problem,
+    }
+}
+
+/// The problem of an operation on an intent that changed nothing, or
+/// `None` when the operation has an intent to answer with.
+pub fn intent_problem(intent_id: &str, answer: &IntentAnswer) -> Option<Response> {
+    let problem = match answer {
+        IntentAnswer::Claimed { .. }
+        | IntentAnswer::Replayed { .. }
+        | IntentAnswer::Applied { .. } => return None,
+        IntentAnswer::InProgress {
+            retry_after_seconds,
+            fence,
+        } => {
+            let mut response = Problem::new(
+                StatusCode::CONFLICT,
+                "intent_in_progress",
+                "Intent in progress",
+                format!(
+                    "another claim (fence {fence}) holds a live lease on this intent; \
+                     try again in {retry_after_seconds} s"
+                ),
+            )
+            .with("intent_id", json!(intent_id))
+            .with("retry_after_seconds", json!(retry_after_seconds))
+            .with("fence", json!(fence))
+            .answer()
+            .into_response();
+            if let Ok(v) = HeaderValue::from_str(&retry_after_seconds.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            return Some(response);
+        }
+        IntentAnswer::LeaseLost => lease_lost_problem(Some(intent_id)),
+        IntentAnswer::Conflict { differing_fields } => Problem::new(
+            StatusCode::CONFLICT,
+            "idempotency_conflict",
+            "Idempotency conflict",
+            format!(
+                "intent {intent_id:?} was claimed with another action or other params ({}); \
+                 a new intent needs a new ID",
+                differing_fields.join(", ")
+            ),
+        )
+        .with("intent_id", json!(intent_id))
+        .with("differing_fields", json!(differing_fields)),
+        IntentAnswer::NotFound => Problem::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "Not found",
+            format!("no intent {intent_id:?} was ever claimed"),
+        ),
+    };
+    Some(problem.answer().into_response())
 }
 
 fn entry_answer(entry: &StoredEntry, replayed: bool) -> Answer {

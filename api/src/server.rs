@@ -17,7 +17,7 @@ use crate::body_size::{MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
 use crate::connections::ConnectionLimits;
 use crate::problem::{ApiError, InternalError};
 use crate::routes::{
-    accounts, audit, balances, batch, entries, health, holds, rules, transfers, usage,
+    accounts, audit, balances, batch, entries, health, holds, intents, rules, transfers, usage,
     webhook_deliveries, webhooks,
 };
 pub use crate::state::{AppState, DEFAULT_KEY_RECHECK};
@@ -32,6 +32,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(transfers::post_usage_debit))
         .routes(routes!(transfers::post_payment))
         .routes(routes!(batch::post_batch).layer(DefaultBodyLimit::max(MAX_BATCH_BODY_BYTES)))
+        .routes(routes!(intents::claim_intent))
+        .routes(routes!(intents::list_intents))
+        .routes(routes!(intents::get_intent))
+        .routes(
+            routes!(intents::complete_intent).layer(DefaultBodyLimit::max(MAX_BATCH_BODY_BYTES)),
+        )
+        .routes(routes!(intents::fail_intent))
+        .routes(routes!(intents::heartbeat_intent))
         .routes(routes!(holds::post_hold))
         .routes(routes!(holds::get_hold))
         .routes(routes!(holds::post_capture))

@@ -13,19 +13,20 @@ use crate::request::EntryKind;
 use crate::LedgerError;
 
 /// Whether a posted entry of this kind moves `amount` from its debit to its
-/// credit account. Holds and releases change `held` only; settings entries
-/// move nothing.
+/// credit account. Holds and releases change `held` only; settings and
+/// intent entries move nothing.
 pub fn moves_money(kind: EntryKind) -> bool {
     !matches!(
         kind,
         EntryKind::Hold | EntryKind::HoldRelease | EntryKind::AccountSettings
-    )
+    ) && !kind.is_intent()
 }
 
 /// The kinds whose effect on balances is not a plain posting.
 pub const HOLD_KINDS_SQL: &str = "('hold', 'hold_capture', 'hold_release', 'account_settings')";
 /// The kinds that do not move money, for SQL filters.
-pub const NON_MONEY_KINDS_SQL: &str = "('hold', 'hold_release', 'account_settings')";
+pub const NON_MONEY_KINDS_SQL: &str = "('hold', 'hold_release', 'account_settings', \
+     'intent_claimed', 'intent_released', 'intent_succeeded', 'intent_failed')";
 
 /// A hold that is reserved and not yet captured, released or expired.
 #[derive(Debug, Clone, PartialEq, Eq)]

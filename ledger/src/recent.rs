@@ -131,7 +131,7 @@ impl RecentEntries {
     /// Holds `entry`, which must be committed. Entries of no key (account
     /// settings) are not held: they are not answered by key.
     pub fn remember(&self, entry: &Arc<StoredEntry>) {
-        if !self.enabled() || entry.kind == EntryKind::AccountSettings {
+        if !self.enabled() || !entry.kind.keyed_by_request() {
             return;
         }
         let size = footprint(entry);

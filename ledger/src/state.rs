@@ -10,6 +10,7 @@ use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
 use crate::amount::{canonical, parse_exact};
+use crate::intents::IntentRecord;
 use crate::recorded_at::format_recorded_at;
 use crate::wide::WideDecimal;
 
@@ -162,6 +163,8 @@ pub enum StateKey {
     Refunded(String),
     /// The reversal of an entry, by the entry's id.
     Reversal(String),
+    /// An intent, by its `intent_id` (`crate::intents`).
+    Intent(String),
 }
 
 impl StateKey {
@@ -171,6 +174,7 @@ impl StateKey {
             StateKey::Hold(_) => "hold",
             StateKey::Refunded(_) => "refunded",
             StateKey::Reversal(_) => "reversal",
+            StateKey::Intent(_) => "intent",
         }
     }
 
@@ -179,7 +183,8 @@ impl StateKey {
             StateKey::Account(k)
             | StateKey::Hold(k)
             | StateKey::Refunded(k)
-            | StateKey::Reversal(k) => k,
+            | StateKey::Reversal(k)
+            | StateKey::Intent(k) => k,
         }
     }
 
@@ -189,6 +194,7 @@ impl StateKey {
             "hold" => StateKey::Hold(key),
             "refunded" => StateKey::Refunded(key),
             "reversal" => StateKey::Reversal(key),
+            "intent" => StateKey::Intent(key),
             _ => return None,
         })
     }
@@ -202,6 +208,7 @@ pub enum StateValue {
     Refunded(WideDecimal),
     /// The id of the reversal entry.
     ReversedBy(String),
+    Intent(Box<IntentRecord>),
 }
 
 /// A stored record: key, JSON text, and the expiry column (open holds only,
@@ -236,6 +243,7 @@ impl StateValue {
             ),
             StateValue::Refunded(d) => (json!(d.to_string()), None),
             StateValue::ReversedBy(id) => (json!(id), None),
+            StateValue::Intent(r) => (r.to_json(), None),
         };
         StateRow {
             kind: key.kind(),
@@ -276,6 +284,7 @@ impl StateValue {
             // Plain decimal text of any size (a total has no digit limit).
             StateKey::Refunded(_) => StateValue::Refunded(WideDecimal::parse(v.as_str()?)?),
             StateKey::Reversal(_) => StateValue::ReversedBy(v.as_str()?.to_owned()),
+            StateKey::Intent(id) => StateValue::Intent(Box::new(IntentRecord::from_json(id, &v)?)),
         })
     }
 }

@@ -1,6 +1,7 @@
 //! The events of a stretch of the log, in `seq` order: `entry.posted` or
-//! `entry.rejected` of every entry, `hold.expired` of the server's releases
-//! of expired holds, and the `balance.low` crossings ([`crate::alerts`]).
+//! `entry.rejected` of every ledger entry, `hold.expired` of the server's
+//! releases of expired holds, `intent.succeeded` and `intent.failed` of
+//! intents' outcomes, and the `balance.low` crossings ([`crate::alerts`]).
 
 use tally_ledger::entry::{EntryStatus, StoredEntry};
 use tally_ledger::names::SERVER_KEY_PREFIX;
@@ -9,7 +10,7 @@ use tally_ledger::store::Storage;
 use tally_ledger::LedgerError;
 
 use crate::alerts::TenantAlerts;
-use crate::event::{entry_event, hold_expired_event, Event};
+use crate::event::{entry_event, hold_expired_event, intent_event, Event};
 
 /// The events of `entries`; `balance.low` too with `alerts` (whose
 /// position is the entry before the first of `entries`).
@@ -21,6 +22,12 @@ pub async fn derive_events(
 ) -> Result<Vec<Event>, LedgerError> {
     let mut events = Vec::with_capacity(entries.len());
     for e in entries {
+        if e.kind.is_intent() {
+            // An intent's entries move no money: its outcome is an event
+            // of its own, its claims and releases none.
+            events.extend(intent_event(tenant, e));
+            continue;
+        }
         events.push(entry_event(tenant, e));
         if let Some(hold_id) = expired_hold(e) {
             events.push(hold_expired_event(tenant, e, hold_id));

@@ -8,6 +8,7 @@
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tally_ledger::entry::StoredEntry;
+use tally_ledger::request::EntryKind;
 
 /// The event types an endpoint can subscribe to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -20,14 +21,20 @@ pub enum EventType {
     HoldExpired,
     /// An account's available balance crossed below its `alerts.low_balance`.
     BalanceLow,
+    /// An intent's outcome `succeeded` was stored (docs/intents.md).
+    IntentSucceeded,
+    /// An intent's outcome `failed` was stored.
+    IntentFailed,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 4] = [
+    pub const ALL: [EventType; 6] = [
         EventType::EntryPosted,
         EventType::EntryRejected,
         EventType::HoldExpired,
         EventType::BalanceLow,
+        EventType::IntentSucceeded,
+        EventType::IntentFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -36,6 +43,8 @@ impl EventType {
             EventType::EntryRejected => "entry.rejected",
             EventType::HoldExpired => "hold.expired",
             EventType::BalanceLow => "balance.low",
+            EventType::IntentSucceeded => "intent.succeeded",
+            EventType::IntentFailed => "intent.failed",
         }
     }
 
@@ -93,6 +102,39 @@ pub fn entry_event(tenant: &str, e: &StoredEntry) -> Event {
         event_type,
         seq: e.seq,
     }
+}
+
+/// `intent.succeeded` or `intent.failed` of an intent's outcome entry;
+/// `None` for its claims and releases, which are no one's business but
+/// the intent's (`GET /v1/intents/{intent_id}` shows them).
+pub fn intent_event(tenant: &str, e: &StoredEntry) -> Option<Event> {
+    let event_type = match e.kind {
+        EntryKind::IntentSucceeded => EventType::IntentSucceeded,
+        EntryKind::IntentFailed => EventType::IntentFailed,
+        _ => return None,
+    };
+    let id = event_id(&[event_type.as_str(), tenant, &e.id]);
+    let params: Value = serde_json::from_str(&e.params).unwrap_or(Value::Null);
+    let field = |k: &str| params.get(k).cloned().unwrap_or(Value::Null);
+    let mut intent = json!({
+        "intent_id": e.upstream_id,
+        "status": if event_type == EventType::IntentSucceeded { "succeeded" } else { "failed" },
+        "attempt": field("attempt"),
+        "fence": field("fence"),
+    });
+    let outcome = if event_type == EventType::IntentSucceeded {
+        "result"
+    } else {
+        "error"
+    };
+    intent[outcome] = field(outcome);
+    let data = json!({ "intent": intent, "entry": e.view() });
+    Some(Event {
+        body: body(&id, event_type, e, data),
+        id,
+        event_type,
+        seq: e.seq,
+    })
 }
 
 /// `hold.expired`: `e` is the server's release of an expired hold.

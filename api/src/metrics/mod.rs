@@ -29,7 +29,7 @@ use prometheus::{
     HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, TextEncoder,
 };
 use serde_json::Value;
-use tally_ledger::decide::Decision;
+use tally_ledger::decide::{Decision, IntentAnswer};
 use tally_ledger::entry::EntryStatus;
 
 use crate::problem::Answer;
@@ -103,7 +103,12 @@ impl Outcome {
             Decision::Conflict { .. } => Outcome::Conflict,
             Decision::Created(e) if e.status == EntryStatus::Rejected => Outcome::Rejected,
             Decision::Refused(_) => Outcome::Refused,
-            Decision::Created(_) | Decision::Unchanged(_) => Outcome::Other,
+            Decision::Intent(IntentAnswer::Replayed { .. }) => Outcome::Replay,
+            Decision::Intent(IntentAnswer::Conflict { .. }) => Outcome::Conflict,
+            Decision::Intent(
+                IntentAnswer::InProgress { .. } | IntentAnswer::LeaseLost | IntentAnswer::NotFound,
+            ) => Outcome::Refused,
+            Decision::Created(_) | Decision::Unchanged(_) | Decision::Intent(_) => Outcome::Other,
         }
     }
 }

@@ -16,6 +16,7 @@ use tally_ledger::request::{EntryKind, EntryRequest};
 mod accounts;
 mod batch;
 mod holds;
+mod intents;
 mod queries;
 mod raw;
 mod rules;
@@ -25,9 +26,12 @@ mod webhooks;
 pub use accounts::AccountSettingsRequest;
 pub use batch::{BatchOperation, BatchRequest};
 pub use holds::{CaptureRequest, HoldRequest, ReleaseRequest};
+pub use intents::{
+    ClaimIntentRequest, CompleteIntentRequest, FailIntentRequest, HeartbeatIntentRequest,
+};
 pub use queries::{
-    AccountsQuery, BalanceQuery, EntriesQuery, ExportQuery, StatementQuery, UsageQuery,
-    WebhookDeliveriesQuery,
+    AccountsQuery, BalanceQuery, EntriesQuery, ExportQuery, IntentsQuery, StatementQuery,
+    UsageQuery, WebhookDeliveriesQuery,
 };
 pub use raw::{field_names, read, Raw};
 pub use rules::{AdjustmentRequest, Direction, RefundRequest, ReversalRequest};
@@ -51,7 +55,13 @@ pub fn intent(kind: EntryKind, body: Map<String, Value>) -> Result<EntryRequest,
         EntryKind::Adjustment => read::<AdjustmentRequest>(body),
         // Their keys or accounts come from the URL: the parser refuses them
         // here, whatever the body.
-        EntryKind::AccountSettings | EntryKind::HoldCapture | EntryKind::HoldRelease => body,
+        EntryKind::AccountSettings
+        | EntryKind::HoldCapture
+        | EntryKind::HoldRelease
+        | EntryKind::IntentClaimed
+        | EntryKind::IntentReleased
+        | EntryKind::IntentSucceeded
+        | EntryKind::IntentFailed => body,
     };
     EntryRequest::parse(kind, fields)
 }

@@ -137,3 +137,21 @@ pub struct WebhookDeliveriesQuery {
     #[param(minimum = 1, maximum = 100, example = 20)]
     limit: Option<i64>,
 }
+
+/// Query of `GET /v1/intents`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct IntentsQuery {
+    /// Only intents in this status as read now (an expired lease reads
+    /// `released`, or `failed` at its last attempt).
+    status: Option<crate::views::IntentStatusName>,
+    /// Only intents of this action.
+    #[param(example = "invoice.charge")]
+    action: Option<String>,
+    /// Intents after this `intent_id` (pass the previous page's `next_after`).
+    #[param(example = "inv_2026_11_cust_41")]
+    after: Option<String>,
+    /// Page size, 1–1,000; default 100.
+    #[param(minimum = 1, maximum = 1000, example = 100)]
+    limit: Option<i64>,
+}

@@ -63,7 +63,7 @@ fn operations(body: Map<String, Value>) -> Result<Vec<Value>, ApiError> {
 }
 
 /// Parses one operation into an intent, or the answer its error gives.
-fn parse_operation(op: Value) -> Result<EntryRequest, Answer> {
+pub(crate) fn parse_operation(op: Value) -> Result<EntryRequest, Answer> {
     let Value::Object(mut fields) = op else {
         return Err(invalid("operation", "must be an object").answer());
     };

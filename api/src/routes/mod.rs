@@ -12,6 +12,7 @@ pub mod console;
 pub mod entries;
 pub mod health;
 pub mod holds;
+pub mod intents;
 pub(crate) mod path;
 mod query;
 pub mod rules;

@@ -9,3 +9,5 @@ pub const NOT_FOUND: &str = "`not_found`: no such object in the caller's tenant 
     tenant's objects are invisible).";
 pub const INVALID_QUERY: &str = "`invalid_request`: a query parameter is unknown, repeated \
     or invalid (`errors` names each).";
+pub const INVALID: &str =
+    "`invalid_request`: every problem of the body at once (`errors`); nothing written.";

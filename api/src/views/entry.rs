@@ -25,6 +25,12 @@ pub enum EntryKind {
     Refund,
     Reversal,
     Adjustment,
+    /// An intent's claim (no amount, no account; docs/intents.md).
+    IntentClaimed,
+    /// An intent's claim let go without an outcome.
+    IntentReleased,
+    IntentSucceeded,
+    IntentFailed,
 }
 
 #[derive(Serialize, ToSchema)]

@@ -9,6 +9,7 @@ mod entries;
 mod entry;
 mod fields;
 mod holds;
+mod intents;
 mod operations;
 mod problem;
 mod settings;
@@ -24,6 +25,10 @@ pub use entries::EntryPage;
 pub use entry::{Entry, EntryDetails, EntryKind, EntryStatus, Rejection};
 pub use fields::FieldError;
 pub use holds::{HoldStatus, HoldView};
+pub use intents::{
+    IntentChange, IntentCompletion, IntentErrorView, IntentPage, IntentStatusName, IntentView,
+    LeaseView,
+};
 pub use operations::Health;
 pub use problem::{Problem, ProblemCode};
 pub use settings::{Alerts, Metadata, Overdraft, OverdraftLimit, OverdraftMode};

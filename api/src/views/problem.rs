@@ -15,7 +15,9 @@ use super::{Entry, FieldError};
 /// | 403 | `forbidden` | key lacks the scope |
 /// | 404 | `not_found` | unknown id, another tenant's object, a referenced hold/payment/entry that does not exist (`field` names it), or no such route |
 /// | 405 | `method_not_allowed` | the path exists, the method does not |
-/// | 409 | `idempotency_conflict` | same key, different fingerprint (`entry_id`, `differing_fields`) |
+/// | 409 | `idempotency_conflict` | same key, different fingerprint (`entry_id`, `differing_fields`); an intent with another `action` or `params` (`intent_id`, `differing_fields`) |
+/// | 409 | `intent_in_progress` | another claim of the intent holds a live lease (`retry_after_seconds`, `fence`; `Retry-After`) |
+/// | 409 | `lease_lost` | the token is not the intent's current claim's, or its outcome is another call's; nothing changed |
 /// | 413 | `payload_too_large` | body over the limit (1 MiB; 8 MiB for `/v1/batch`) |
 /// | 415 | `unsupported_media_type` | a JSON body declared in a `charset` other than UTF-8 |
 /// | 422 | `invalid_request` | validation (`errors`); unknown fields and query parameters too |
@@ -51,6 +53,10 @@ pub enum ProblemCode {
     RateLimited,
     Internal,
     Unavailable,
+    /// Another claim of the intent holds a live lease (`Retry-After`).
+    IntentInProgress,
+    /// The token is not the intent's current claim's.
+    LeaseLost,
 }
 
 /// An RFC 9457 problem (`application/problem+json`). Besides `type`,
@@ -106,4 +112,17 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     unit: Option<String>,
+    /// `idempotency_conflict`, `intent_in_progress`, `lease_lost` of an intent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    intent_id: Option<String>,
+    /// `intent_in_progress`: seconds until the live lease runs out (≥ 1), as
+    /// in `Retry-After`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    retry_after_seconds: Option<i64>,
+    /// `intent_in_progress`: the live claim's fence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    fence: Option<i64>,
 }

@@ -23,6 +23,12 @@ pub enum WebhookEventType {
     #[serde(rename = "balance.low")]
     #[schema(rename = "balance.low")]
     BalanceLow,
+    #[serde(rename = "intent.succeeded")]
+    #[schema(rename = "intent.succeeded")]
+    IntentSucceeded,
+    #[serde(rename = "intent.failed")]
+    #[schema(rename = "intent.failed")]
+    IntentFailed,
 }
 
 /// A delivery's status.

@@ -117,7 +117,7 @@ pub(super) fn append(
         Some(r) => (Some(r.code.to_owned()), Some(r.message)),
         None => (None, None),
     };
-    let mut entry = StoredEntry {
+    let entry = StoredEntry {
         tenant_id: state.tenant_id.clone(),
         seq: entry_seq,
         id,
@@ -138,20 +138,45 @@ pub(super) fn append(
         prev_hash: crate::hex_text::lower_hex(&state.head.hash),
         hash: String::new(),
     };
+    chain(state, entry, out)
+}
+
+/// Puts `entry` (built on `state.head`) at the head of the chain: its hash,
+/// the new head, the write, and the group's maps (later intents of the
+/// group must see its key and its id).
+pub(super) fn chain(
+    state: &mut GroupState,
+    entry: StoredEntry,
+    out: &mut GroupOutcome,
+) -> Decision {
+    Decision::Created(chain_entry(state, entry, out))
+}
+
+pub(super) fn chain_entry(
+    state: &mut GroupState,
+    mut entry: StoredEntry,
+    out: &mut GroupOutcome,
+) -> Arc<StoredEntry> {
+    // The next seq is the head's + 1: anything else is a broken chain on
+    // disk, so it stops here.
+    assert_eq!(
+        entry.seq,
+        state.head.seq + 1,
+        "an entry must follow the head"
+    );
     let hash = entry_hash(&state.head.hash, &entry);
     entry.hash = crate::hex_text::lower_hex(&hash);
     state.head = Head {
         seq: entry.seq,
         hash,
     };
-    // Later intents of the group must see this key and this id. One copy
-    // goes to the write; the group's maps and the answer share another
-    // (three copies of every entry were a tenth of a batch's CPU).
+    // One copy goes to the write; the group's maps and the answer share
+    // another (three copies of every entry were a tenth of a batch's CPU).
     out.new_entries.push(entry.clone());
     let entry = Arc::new(entry);
     state
         .existing
         .insert((entry.kind, entry.upstream_id.clone()), entry.clone());
     state.by_id.insert(entry.id.clone(), entry.clone());
-    Decision::Created(entry)
+    entry
 }

@@ -24,6 +24,9 @@ pub enum Refusal {
     },
     /// The server's release of an expired hold found it already closed.
     HoldAlreadyClosed,
+    /// A ledger entry sent with an intent's completion that was refused
+    /// (its lease lost): nothing of the completion is written.
+    Withheld,
 }
 
 /// The answer to one intent.
@@ -42,4 +45,6 @@ pub enum Decision {
     Refused(Refusal),
     /// Account settings already as requested; nothing is stored.
     Unchanged(AccountSettings),
+    /// An operation on an intent (`crate::intents`).
+    Intent(super::IntentAnswer),
 }

@@ -32,6 +32,7 @@ mod append;
 mod debits;
 mod decision;
 mod holds;
+mod intents;
 mod limits;
 mod plan;
 mod references;
@@ -42,7 +43,7 @@ mod tests;
 
 use chrono::{DateTime, Utc};
 
-use crate::request::{Action, EntryKind, EntryRequest};
+use crate::request::{Action, EntryRequest};
 
 use append::append;
 use limits::{check_floor, check_unit, new_balances};
@@ -50,6 +51,7 @@ use plan::{plan, Plan, RecordChange};
 
 pub use decision::{Decision, Refusal};
 pub use holds::MAX_HOLD_HORIZON_DAYS;
+pub use intents::IntentAnswer;
 pub use replay::decide_existing;
 pub use state::{GroupOutcome, GroupState};
 
@@ -64,10 +66,26 @@ pub fn decide_group(
     mut new_entry_id: impl FnMut() -> String,
 ) -> GroupOutcome {
     let mut out = GroupOutcome::default();
+    // The ledger entries an intent's completion carries follow it in the
+    // group: decided only if the completion is (so both or neither).
+    let mut withheld = 0usize;
     for intent in intents {
+        if withheld > 0 {
+            withheld -= 1;
+            out.decisions.push(Decision::Refused(Refusal::Withheld));
+            continue;
+        }
         let decision = decide_one(state, intent, now, &mut new_entry_id, &mut out);
+        if let (Action::Intent(op), Decision::Intent(answer)) = (&intent.action, &decision) {
+            if !answer.lets_entries_through() {
+                withheld = op.gated_entries();
+            }
+        }
         out.decisions.push(decision);
     }
+    // One decision per request, in order: the answers are matched to their
+    // callers by position.
+    assert_eq!(out.decisions.len(), intents.len(), "a decision per request");
     out
 }
 
@@ -80,10 +98,13 @@ fn decide_one(
     out: &mut GroupOutcome,
 ) -> Decision {
     let key = (intent.kind, intent.upstream_id.clone());
-    if intent.kind != EntryKind::AccountSettings {
+    if intent.kind.keyed_by_request() {
         if let Some(existing) = state.existing.get(&key) {
             return decide_existing(existing, intent);
         }
+    }
+    if let Action::Intent(op) = &intent.action {
+        return intents::decide_intent(state, op, now, new_entry_id, out);
     }
     if let Action::Settings(change) = &intent.action {
         if let Some(c) = state.settings(&change.account) {

@@ -102,5 +102,9 @@ pub(super) fn plan(
             references::refund(state, intent, payment_id, amount)
         }
         Action::Reversal { entry_id } => references::reversal(state, intent, entry_id),
+        Action::Intent(_) => Err(Refusal::Invalid {
+            field: "intent_id",
+            message: "an intent's operation is decided by decide/intents.rs".to_owned(),
+        }),
     }
 }

@@ -55,9 +55,7 @@ pub(super) async fn load<T: GroupTransaction>(
     let mut keys: Vec<(EntryKind, &str)> = intents
         .iter()
         .enumerate()
-        .filter(|(n, i)| {
-            i.kind != EntryKind::AccountSettings && !absent.get(*n).copied().unwrap_or(false)
-        })
+        .filter(|(n, i)| i.kind.keyed_by_request() && !absent.get(*n).copied().unwrap_or(false))
         .map(|(_, i)| (i.kind, i.upstream_id.as_str()))
         .chain(intents.iter().filter_map(|i| match &i.action {
             Action::Refund { payment_id, .. } => Some((EntryKind::Payment, payment_id.as_str())),
@@ -86,7 +84,7 @@ pub(super) async fn load<T: GroupTransaction>(
         .iter()
         .copied()
         .filter(|i| {
-            i.kind == EntryKind::AccountSettings
+            !i.kind.keyed_by_request()
                 || !state
                     .existing
                     .contains_key(&(i.kind, i.upstream_id.clone()))
@@ -132,6 +130,9 @@ pub(super) async fn load<T: GroupTransaction>(
             }
             Action::Reversal { entry_id } => {
                 record_keys.push(StateKey::Reversal(entry_id.clone()));
+            }
+            Action::Intent(op) => {
+                record_keys.push(StateKey::Intent(op.intent_id().to_owned()));
             }
             _ => {}
         }

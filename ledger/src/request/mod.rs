@@ -1,7 +1,9 @@
-//! Requests turned into intents: validated, normalised and fingerprinted,
-//! without touching the database (this runs in parallel in the handlers).
+//! Entry requests: a client's request validated, normalised and
+//! fingerprinted, without touching the database (this runs in parallel in
+//! the handlers), and an intent's operation queued the same way.
 
 mod holds;
+mod intents;
 mod model;
 mod rules;
 mod transfers;

@@ -84,10 +84,16 @@ pub enum EntryKind {
     Refund,
     Reversal,
     Adjustment,
+    /// A claim of an intent (`POST /v1/intents`): no amount, no account.
+    IntentClaimed,
+    /// A claim let go without an outcome (a retryable failure).
+    IntentReleased,
+    IntentSucceeded,
+    IntentFailed,
 }
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 9] = [
+    pub const ALL: [EntryKind; 13] = [
         EntryKind::UsageDebit,
         EntryKind::Payment,
         EntryKind::AccountSettings,
@@ -97,6 +103,10 @@ impl EntryKind {
         EntryKind::Refund,
         EntryKind::Reversal,
         EntryKind::Adjustment,
+        EntryKind::IntentClaimed,
+        EntryKind::IntentReleased,
+        EntryKind::IntentSucceeded,
+        EntryKind::IntentFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -110,7 +120,30 @@ impl EntryKind {
             EntryKind::Refund => "refund",
             EntryKind::Reversal => "reversal",
             EntryKind::Adjustment => "adjustment",
+            EntryKind::IntentClaimed => "intent_claimed",
+            EntryKind::IntentReleased => "intent_released",
+            EntryKind::IntentSucceeded => "intent_succeeded",
+            EntryKind::IntentFailed => "intent_failed",
         }
+    }
+
+    /// The kinds of an intent's entries (docs/intents.md).
+    pub fn is_intent(self) -> bool {
+        matches!(
+            self,
+            EntryKind::IntentClaimed
+                | EntryKind::IntentReleased
+                | EntryKind::IntentSucceeded
+                | EntryKind::IntentFailed
+        )
+    }
+
+    /// Whether a request of this kind is answered by the entry its own
+    /// upstream ID holds (a replay or a conflict). Settings are keyed by
+    /// their account and decided against the current ones; intent
+    /// operations are decided against the intent's record.
+    pub fn keyed_by_request(self) -> bool {
+        self != EntryKind::AccountSettings && !self.is_intent()
     }
 
     pub fn parse(text: &str) -> Option<Self> {
@@ -129,6 +162,10 @@ impl EntryKind {
             EntryKind::Refund => "refund_id",
             EntryKind::Reversal => "reversal_id",
             EntryKind::Adjustment => "adjustment_id",
+            EntryKind::IntentClaimed
+            | EntryKind::IntentReleased
+            | EntryKind::IntentSucceeded
+            | EntryKind::IntentFailed => "intent_id",
         }
     }
 }
@@ -171,6 +208,8 @@ pub enum Action {
         entry_id: String,
     },
     Adjustment(AdjustmentRequest),
+    /// An operation on an intent (`crate::intents`).
+    Intent(Box<crate::intents::IntentOp>),
 }
 
 /// Money moved between two accounts named by the request.
@@ -194,6 +233,7 @@ impl EntryRequest {
             Action::Hold(h) => vec![&h.account],
             Action::Adjustment(a) => vec![&a.account, ADJUSTMENTS_ACCOUNT],
             Action::Capture { .. }
+            | Action::Intent(_)
             | Action::Release { .. }
             | Action::Refund { .. }
             | Action::Reversal { .. } => Vec::new(),

@@ -26,9 +26,16 @@ impl EntryRequest {
             EntryKind::Adjustment => Self::adjustment(body),
             // Their keys or accounts come from the URL: see `capture`,
             // `release` and `settings`.
-            EntryKind::AccountSettings | EntryKind::HoldCapture | EntryKind::HoldRelease => Err(
-                ValidationErrors::single("type", format!("{} is not accepted here", kind.as_str())),
-            ),
+            EntryKind::AccountSettings
+            | EntryKind::HoldCapture
+            | EntryKind::HoldRelease
+            | EntryKind::IntentClaimed
+            | EntryKind::IntentReleased
+            | EntryKind::IntentSucceeded
+            | EntryKind::IntentFailed => Err(ValidationErrors::single(
+                "type",
+                format!("{} is not accepted here", kind.as_str()),
+            )),
         }
     }
 

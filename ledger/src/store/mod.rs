@@ -11,6 +11,7 @@ mod accounts;
 #[cfg(test)]
 mod durability_tests;
 mod engine_group;
+mod intents;
 mod log;
 mod migration_checksums;
 mod piece_tx;

@@ -247,11 +247,9 @@ where
     })
 }
 
-/// Keeps only microseconds: both engines store that precision, and the
-/// first answer must equal every replay read back from the database.
+/// The ledger's clock (`crate::clock`).
 pub(crate) fn now_micros() -> DateTime<Utc> {
-    let now = Utc::now();
-    DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
+    crate::clock::now()
 }
 
 pub(crate) fn new_entry_id() -> String {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 
 use crate::decide::{decide_existing, Decision};
-use crate::request::{EntryKind, EntryRequest};
+use crate::request::EntryRequest;
 use crate::LedgerError;
 
 use super::registry::Writers;
@@ -96,7 +96,7 @@ impl Writers {
         let decisions = intents
             .iter()
             .map(|i| match i.kind {
-                EntryKind::AccountSettings => None,
+                kind if !kind.keyed_by_request() => None,
                 kind => self
                     .recent
                     .get(tenant, kind, &i.upstream_id)

@@ -116,7 +116,7 @@ pub(super) async fn look_up(
                 job.absent = job
                     .intents
                     .iter()
-                    .map(|i| i.kind != EntryKind::AccountSettings)
+                    .map(|i| i.kind.keyed_by_request())
                     .collect();
                 stats
                     .not_looked_up
@@ -187,7 +187,7 @@ pub(super) async fn look_up_and_answer(
     let mut keys: Vec<(EntryKind, &str)> = jobs
         .iter()
         .flat_map(|j| &j.intents)
-        .filter(|i| i.kind != EntryKind::AccountSettings)
+        .filter(|i| i.kind.keyed_by_request())
         .map(|i| (i.kind, i.upstream_id.as_str()))
         .collect();
     keys.sort_unstable();
@@ -232,7 +232,7 @@ pub(super) async fn look_up_and_answer(
             .intents
             .iter()
             .map(|i| match i.kind {
-                EntryKind::AccountSettings => None,
+                kind if !kind.keyed_by_request() => None,
                 kind => by_key
                     .get(&(kind, i.upstream_id.as_str()))
                     .map(|e| decide_existing(e, i)),
@@ -251,7 +251,7 @@ pub(super) async fn look_up_and_answer(
                 .intents
                 .iter()
                 .zip(&decided)
-                .map(|(i, d)| d.is_none() && i.kind != EntryKind::AccountSettings)
+                .map(|(i, d)| d.is_none() && i.kind.keyed_by_request())
                 .collect();
             forward(&writer, job, &pending);
         }

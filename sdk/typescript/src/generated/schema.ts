@@ -281,6 +281,43 @@ export interface CaptureRequest {
   metadata?: null | Metadata;
 }
 
+/** `POST /v1/intents`: claim an intent (docs/intents.md). */
+export interface ClaimIntentRequest {
+  /** The caller's stable business ID (1–255 bytes, no control characters). */
+  intent_id: string;
+  /** What the intent does, e.g. `invoice.charge` (1–128 bytes). */
+  action: string;
+  /**
+   * Any JSON object (at most 64 KiB), fingerprinted canonically: the
+   * same `intent_id` with other `action` or `params` is a 409.
+   */
+  params: {
+    [key: string]: unknown;
+  };
+  /** The lease's length (1–3600, default 60). */
+  lease_seconds: number;
+  /**
+   * Claims allowed before the intent fails for good (1–100, default 5);
+   * fixed by the first claim.
+   */
+  max_attempts: number;
+}
+
+/** `POST /v1/intents/{intent_id}/complete`. */
+export interface CompleteIntentRequest {
+  /** The claim's `lease.token`. */
+  token: string;
+  /** Any JSON (at most 64 KiB), stored as the outcome. */
+  result: {
+    [key: string]: unknown;
+  };
+  /**
+   * Up to 1,000 `/v1/batch` operations, committed in the same
+   * transaction as the outcome: both or neither.
+   */
+  entries: BatchOperation[];
+}
+
 /** Which way an adjustment moves money. */
 export type Direction = "credit" | "debit";
 
@@ -360,7 +397,7 @@ export interface EntryDetails {
   alerts?: null | Alerts;
 }
 
-export type EntryKind = "usage_debit" | "payment" | "account_settings" | "hold" | "hold_capture" | "hold_release" | "refund" | "reversal" | "adjustment";
+export type EntryKind = "usage_debit" | "payment" | "account_settings" | "hold" | "hold_capture" | "hold_release" | "refund" | "reversal" | "adjustment" | "intent_claimed" | "intent_released" | "intent_succeeded" | "intent_failed";
 
 /** A page of the log, in `seq` order. */
 export interface EntryPage {
@@ -370,6 +407,20 @@ export interface EntryPage {
 }
 
 export type EntryStatus = "posted" | "rejected";
+
+/** `POST /v1/intents/{intent_id}/fail`. */
+export interface FailIntentRequest {
+  token: string;
+  /** `{"code": …, "message": …}`. */
+  error: {
+    [key: string]: unknown;
+  };
+  /**
+   * `true`: release the lease and count the attempt (stored `failed` at
+   * `max_attempts`); `false` (default): store `failed`.
+   */
+  retryable: boolean;
+}
 
 /** One problem with one field (or query parameter) of a request. */
 export interface FieldError {
@@ -396,6 +447,13 @@ export interface Health {
   engine: string;
   /** `/readyz`: the latest applied migration. */
   schema_version?: number;
+}
+
+/** `POST /v1/intents/{intent_id}/heartbeat`. */
+export interface HeartbeatIntentRequest {
+  token: string;
+  /** The lease runs until now + this (1–3600, default 60); never shortened. */
+  lease_seconds: number;
 }
 
 /** `GET /v1/holds/{hold_id}`. */
@@ -447,6 +505,84 @@ export interface HoldRequest {
 
 /** What a hold is now. */
 export type HoldStatus = "open" | "captured" | "released" | "expired" | "rejected";
+
+/** An intent (`GET /v1/intents/{intent_id}`, and every answer about one). */
+export interface Intent {
+  intent_id: string;
+  action: string;
+  params: {
+    [key: string]: unknown;
+  };
+  /**
+   * `claimed`, `released`, `succeeded` or `failed`; a lease that ran out
+   * reads `released` (`failed`, `lease_expired`, at the last attempt).
+   */
+  status: IntentStatusName;
+  /** The attempt of the current or last claim (1 for the first). */
+  attempt: number;
+  max_attempts: number;
+  /** The current or last claim's fence. */
+  fence: number;
+  /** When the live lease runs out; null without one. */
+  lease_expires_at: string | null;
+  lease?: null | IntentLease;
+  /** The stored result of a succeeded intent. */
+  result?: {
+    [key: string]: unknown;
+  };
+  error?: null | IntentError;
+  created_at: string;
+  updated_at: string;
+  /** Its entries in the log, oldest first (`GET` of one intent only). */
+  history?: IntentChange[] | null;
+}
+
+/** One change of an intent's state: its entry in the log. */
+export interface IntentChange {
+  /** `claimed`, `released`, `succeeded` or `failed`. */
+  type: string;
+  fence?: number | null;
+  attempt?: number | null;
+  at: string;
+  seq: number;
+  entry_id: string;
+}
+
+/**
+ * `POST /v1/intents/{intent_id}/complete`: the intent and, in order, the
+ * answer to each of its entries as a batch gives it.
+ */
+export type IntentCompletion = Intent & {
+  entries: BatchItem[];
+};
+
+/** `error` of a failed or released intent. */
+export interface IntentError {
+  code: string;
+  message: string;
+}
+
+/** A claim's lease. The token is shown once, to the claimer. */
+export interface IntentLease {
+  /**
+   * The secret naming this claim: send it with `complete`, `fail` and
+   * `heartbeat`.
+   */
+  token: string;
+  /** Grows by one with every claim of the intent. */
+  fence: number;
+  expires_at: string;
+}
+
+/** `GET /v1/intents`: a page of intents in `intent_id` order. */
+export interface IntentPage {
+  intents: Intent[];
+  /** Pass as `after` for the next page; null on the last. */
+  next_after: string | null;
+}
+
+/** What an intent is now. */
+export type IntentStatusName = "claimed" | "released" | "succeeded" | "failed";
 
 /** String keys (1–40 bytes, no control characters) to string values (at most 500 bytes); at most 50 keys. */
 export type Metadata = {
@@ -545,6 +681,15 @@ export interface Problem {
   /** `unit_mismatch`: the account and the unit it already has. */
   account?: string;
   unit?: string;
+  /** `idempotency_conflict`, `intent_in_progress`, `lease_lost` of an intent. */
+  intent_id?: string;
+  /**
+   * `intent_in_progress`: seconds until the live lease runs out (≥ 1), as
+   * in `Retry-After`.
+   */
+  retry_after_seconds?: number;
+  /** `intent_in_progress`: the live claim's fence. */
+  fence?: number;
 }
 
 /**
@@ -557,7 +702,9 @@ export interface Problem {
  * | 403 | `forbidden` | key lacks the scope |
  * | 404 | `not_found` | unknown id, another tenant's object, a referenced hold/payment/entry that does not exist (`field` names it), or no such route |
  * | 405 | `method_not_allowed` | the path exists, the method does not |
- * | 409 | `idempotency_conflict` | same key, different fingerprint (`entry_id`, `differing_fields`) |
+ * | 409 | `idempotency_conflict` | same key, different fingerprint (`entry_id`, `differing_fields`); an intent with another `action` or `params` (`intent_id`, `differing_fields`) |
+ * | 409 | `intent_in_progress` | another claim of the intent holds a live lease (`retry_after_seconds`, `fence`; `Retry-After`) |
+ * | 409 | `lease_lost` | the token is not the intent's current claim's, or its outcome is another call's; nothing changed |
  * | 413 | `payload_too_large` | body over the limit (1 MiB; 8 MiB for `/v1/batch`) |
  * | 415 | `unsupported_media_type` | a JSON body declared in a `charset` other than UTF-8 |
  * | 422 | `invalid_request` | validation (`errors`); unknown fields and query parameters too |
@@ -572,7 +719,7 @@ export interface Problem {
  * | 500 | `internal` | a bug; nothing to retry |
  * | 503 | `unavailable` | database unreachable, server saturated or shutting down, request timed out; `Retry-After`; always retryable |
  */
-export type ProblemCode = "malformed_json" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "idempotency_conflict" | "payload_too_large" | "unsupported_media_type" | "invalid_request" | "unit_mismatch" | "insufficient_funds" | "hold_not_open" | "hold_expired" | "refund_exceeds_payment" | "already_reversed" | "total_out_of_range" | "rate_limited" | "internal" | "unavailable";
+export type ProblemCode = "malformed_json" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "idempotency_conflict" | "payload_too_large" | "unsupported_media_type" | "invalid_request" | "unit_mismatch" | "insufficient_funds" | "hold_not_open" | "hold_expired" | "refund_exceeds_payment" | "already_reversed" | "total_out_of_range" | "rate_limited" | "internal" | "unavailable" | "intent_in_progress" | "lease_lost";
 
 /** `POST /v1/refunds`: give (part of) a payment back. */
 export interface RefundRequest {
@@ -845,7 +992,7 @@ export type WebhookEndpointWithSecret = WebhookEndpoint & {
 };
 
 /** An event type an endpoint subscribes to. */
-export type WebhookEventType = "entry.posted" | "entry.rejected" | "hold.expired" | "balance.low";
+export type WebhookEventType = "entry.posted" | "entry.rejected" | "hold.expired" | "balance.low" | "intent.succeeded" | "intent.failed";
 
 /** `POST /v1/webhook-endpoints/{id}/replay`. */
 export interface WebhookReplay {
@@ -884,19 +1031,30 @@ export interface Schemas {
   BatchRequest: BatchRequest;
   BatchResults: BatchResults;
   CaptureRequest: CaptureRequest;
+  ClaimIntentRequest: ClaimIntentRequest;
+  CompleteIntentRequest: CompleteIntentRequest;
   Direction: Direction;
   Entry: Entry;
   EntryDetails: EntryDetails;
   EntryKind: EntryKind;
   EntryPage: EntryPage;
   EntryStatus: EntryStatus;
+  FailIntentRequest: FailIntentRequest;
   FieldError: FieldError;
   Granularity: Granularity;
   HeadSummary: HeadSummary;
   Health: Health;
+  HeartbeatIntentRequest: HeartbeatIntentRequest;
   Hold: Hold;
   HoldRequest: HoldRequest;
   HoldStatus: HoldStatus;
+  Intent: Intent;
+  IntentChange: IntentChange;
+  IntentCompletion: IntentCompletion;
+  IntentError: IntentError;
+  IntentLease: IntentLease;
+  IntentPage: IntentPage;
+  IntentStatusName: IntentStatusName;
   Metadata: Metadata;
   Movements: Movements;
   Overdraft: Overdraft;
@@ -930,7 +1088,7 @@ export interface Schemas {
 }
 
 /** Every problem `code` the server documents. */
-export const PROBLEM_CODES = ["malformed_json","unauthenticated","forbidden","not_found","method_not_allowed","idempotency_conflict","payload_too_large","unsupported_media_type","invalid_request","unit_mismatch","insufficient_funds","hold_not_open","hold_expired","refund_exceeds_payment","already_reversed","total_out_of_range","rate_limited","internal","unavailable"] as const;
+export const PROBLEM_CODES = ["malformed_json","unauthenticated","forbidden","not_found","method_not_allowed","idempotency_conflict","payload_too_large","unsupported_media_type","invalid_request","unit_mismatch","insufficient_funds","hold_not_open","hold_expired","refund_exceeds_payment","already_reversed","total_out_of_range","rate_limited","internal","unavailable","intent_in_progress","lease_lost"] as const;
 
 /** Property names that carry a decimal string somewhere in the document: never sent as JS numbers. */
 export const DECIMAL_FIELD_NAMES = ["amount","available","balance_after","credits","debits","held","limit","low_balance","net","posted","quantity"] as const;
@@ -1030,6 +1188,21 @@ export interface ListEntriesQuery {
    * `payment_id`, …; one per kind at most).
    */
   upstream_id?: string;
+}
+
+/** The query parameters of `listIntents` (GET /v1/intents). */
+export interface ListIntentsQuery {
+  /**
+   * Only intents in this status as read now (an expired lease reads
+   * `released`, or `failed` at its last attempt).
+   */
+  status?: IntentStatusName;
+  /** Only intents of this action. */
+  action?: string;
+  /** Intents after this `intent_id` (pass the previous page's `next_after`). */
+  after?: string;
+  /** Page size, 1–1,000; default 100. */
+  limit?: number;
 }
 
 /** The query parameters of `listWebhookDeliveries` (GET /v1/webhook-endpoints/{id}/deliveries). */
@@ -1296,6 +1469,66 @@ export const OPERATIONS = {
     scopes: ["post"],
     requestBody: "ReleaseRequest",
     responses: {"200":{"contentTypes":["application/json"],"schema":"Entry"},"201":{"contentTypes":["application/json"],"schema":"Entry"}},
+  },
+  /** List intents */
+  listIntents: {
+    method: "GET",
+    path: "/v1/intents",
+    pathParams: [],
+    queryParams: ["status","action","after","limit"],
+    scopes: ["read"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"IntentPage"}},
+  },
+  /** Claim an intent (a costly action done once) */
+  claimIntent: {
+    method: "POST",
+    path: "/v1/intents",
+    pathParams: [],
+    queryParams: [],
+    scopes: ["post"],
+    requestBody: "ClaimIntentRequest",
+    responses: {"200":{"contentTypes":["application/json"],"schema":"Intent"},"201":{"contentTypes":["application/json"],"schema":"Intent"}},
+  },
+  /** Read an intent and its history */
+  getIntent: {
+    method: "GET",
+    path: "/v1/intents/{intent_id}",
+    pathParams: ["intent_id"],
+    queryParams: [],
+    scopes: ["read"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"Intent"}},
+  },
+  /** Store an intent's result, with its ledger entries */
+  completeIntent: {
+    method: "POST",
+    path: "/v1/intents/{intent_id}/complete",
+    pathParams: ["intent_id"],
+    queryParams: [],
+    scopes: ["post"],
+    requestBody: "CompleteIntentRequest",
+    responses: {"200":{"contentTypes":["application/json"],"schema":"IntentCompletion"}},
+  },
+  /** Report an intent's failure */
+  failIntent: {
+    method: "POST",
+    path: "/v1/intents/{intent_id}/fail",
+    pathParams: ["intent_id"],
+    queryParams: [],
+    scopes: ["post"],
+    requestBody: "FailIntentRequest",
+    responses: {"200":{"contentTypes":["application/json"],"schema":"Intent"}},
+  },
+  /** Extend an intent's lease */
+  heartbeatIntent: {
+    method: "POST",
+    path: "/v1/intents/{intent_id}/heartbeat",
+    pathParams: ["intent_id"],
+    queryParams: [],
+    scopes: ["post"],
+    requestBody: "HeartbeatIntentRequest",
+    responses: {"200":{"contentTypes":["application/json"],"schema":"Intent"}},
   },
   /** Record a payment */
   postPayment: {

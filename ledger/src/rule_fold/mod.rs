@@ -18,10 +18,13 @@ use crate::state::{AccountSettings, HoldRecord, HoldStatus, Overdraft, StateKey,
 use crate::wide::WideDecimal;
 use crate::LedgerError;
 
+mod intent_fold;
+
 /// The kinds of entry that change rule state, for SQL filters; the others
 /// (usage debits, payments, adjustments) never do.
 pub const RULE_KINDS_SQL: &str =
-    "('account_settings', 'hold', 'hold_capture', 'hold_release', 'refund', 'reversal')";
+    "('account_settings', 'hold', 'hold_capture', 'hold_release', 'refund', 'reversal', \
+     'intent_claimed', 'intent_released', 'intent_succeeded', 'intent_failed')";
 
 /// Every rule-state record the log implies, by key.
 #[derive(Debug, Default)]
@@ -45,6 +48,9 @@ impl RuleFold {
 
     /// Folds one entry, in seq order.
     pub fn apply(&mut self, e: &StoredEntry) -> Result<(), LedgerError> {
+        if e.kind.is_intent() {
+            return intent_fold::apply(&mut self.records, e);
+        }
         let rule_kind = matches!(
             e.kind,
             EntryKind::AccountSettings
@@ -281,9 +287,12 @@ pub fn compare(fold: &RuleFold, stored: &[StoredRecord]) -> Vec<Difference> {
                 expected,
             }),
             Some(s) => {
-                let same = wanted.is_some()
-                    && StateValue::from_json(key, &s.value) == wanted
-                    && s.expires_at == row.expires_at;
+                let same = match (StateValue::from_json(key, &s.value), &wanted) {
+                    (Some(stored), Some(wanted)) => {
+                        intent_fold::agrees(&stored, wanted) && s.expires_at == row.expires_at
+                    }
+                    _ => false,
+                };
                 if !same {
                     out.push(Difference::Different {
                         key: key.clone(),
