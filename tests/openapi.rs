@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 use common::{Engine, Ledger, Resp, Server};
 use serde_json::{json, Map, Value};
+use tally_ledger::intents::fields as intent_fields;
 use tally_ledger::request::request_fields;
 
 engine_tests!(
@@ -93,6 +94,10 @@ fn parser_fields(method: &str, path: &str) -> Option<&'static [&'static str]> {
         ("POST", "/v1/adjustments") => request_fields::ADJUSTMENT,
         ("PUT", "/v1/accounts/{account}") => request_fields::SETTINGS,
         ("POST", "/v1/batch") => &["operations"],
+        ("POST", "/v1/intents") => intent_fields::CLAIM,
+        ("POST", "/v1/intents/{intent_id}/complete") => intent_fields::COMPLETE,
+        ("POST", "/v1/intents/{intent_id}/fail") => intent_fields::FAIL,
+        ("POST", "/v1/intents/{intent_id}/heartbeat") => intent_fields::HEARTBEAT,
         ("POST", "/v1/webhook-endpoints") => tally_api::requests::ENDPOINT_FIELDS,
         ("PATCH", "/v1/webhook-endpoints/{id}") => tally_api::requests::ENDPOINT_CHANGE_FIELDS,
         ("POST", "/v1/webhook-endpoints/{id}/replay") => tally_api::requests::REPLAY_FIELDS,
@@ -696,7 +701,7 @@ async fn request_schemas_match_their_parsers_and_their_examples_are_accepted(eng
             op.path
         );
     }
-    assert_eq!(bodies, 13, "request bodies documented");
+    assert_eq!(bodies, 17, "request bodies documented");
 
     // Each example, as documented, is accepted; a retry is a replay.
     let example = |method: &str, path: &str| example_of(&doc, find(&ops, method, path)).unwrap();
@@ -889,7 +894,7 @@ async fn query_parameters_are_exactly_the_documented_ones(engine: Engine) {
             "{path}"
         );
     }
-    assert_eq!(checked, 7, "endpoints with query parameters");
+    assert_eq!(checked, 8, "endpoints with query parameters");
 }
 
 async fn every_operation_needs_exactly_its_documented_scope(engine: Engine) {

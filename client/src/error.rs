@@ -78,6 +78,18 @@ pub enum ClientError {
         field: Option<String>,
         problem: Box<Problem>,
     },
+    /// 409 `intent_in_progress`: another claim of the intent holds a live
+    /// lease (its `fence`) for `retry_after` more.
+    #[error("{problem}")]
+    IntentInProgress {
+        retry_after: Duration,
+        fence: i64,
+        problem: Box<Problem>,
+    },
+    /// 409 `lease_lost`: the token is not the intent's current claim's (or
+    /// its outcome is another call's). Nothing changed.
+    #[error("{problem}")]
+    LeaseLost { problem: Box<Problem> },
     /// 401 `unauthenticated`: no or unknown key.
     #[error("{problem}")]
     Unauthenticated { problem: Box<Problem> },
@@ -187,6 +199,14 @@ impl ClientError {
                 field: p.field.clone(),
                 problem: p,
             },
+            ("intent_in_progress", _) => ClientError::IntentInProgress {
+                retry_after: retry_after.unwrap_or_else(|| {
+                    Duration::from_secs(p.retry_after_seconds.unwrap_or(1).max(1))
+                }),
+                fence: p.fence.unwrap_or_default(),
+                problem: p,
+            },
+            ("lease_lost", _) => ClientError::LeaseLost { problem: p },
             ("unauthenticated", _) => ClientError::Unauthenticated { problem: p },
             ("forbidden", _) => ClientError::Forbidden { problem: p },
             ("malformed_json", _) => ClientError::MalformedJson { problem: p },
@@ -244,6 +264,8 @@ impl ClientError {
             | ClientError::AlreadyReversed { problem, .. }
             | ClientError::TotalOutOfRange { problem, .. }
             | ClientError::NotFound { problem, .. }
+            | ClientError::IntentInProgress { problem, .. }
+            | ClientError::LeaseLost { problem }
             | ClientError::Unauthenticated { problem }
             | ClientError::Forbidden { problem }
             | ClientError::MalformedJson { problem }

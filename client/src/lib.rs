@@ -14,6 +14,7 @@
 //! [`ClientBuilder::add_root_certificate`].
 
 mod error;
+mod intents;
 mod model;
 mod ops;
 mod problem;
@@ -25,6 +26,10 @@ use std::time::{Duration, Instant};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
 pub use error::ClientError;
+pub use intents::{
+    Claim, ClaimIntent, Intent, IntentChange, IntentCompletion, IntentError, IntentLease,
+    IntentPage, IntentQuery, LeaseInfo, OnceError, OnceOptions, OnceOutcome, StepError, StepOutput,
+};
 pub use model::{
     Account, AccountPage, AccountSettings, AccountSummary, Adjustment, Alerts, AuditHead,
     AuditVerification, Balance, BalanceFigures, BatchResult, Capture, Direction, Entry, EntryKind,

@@ -49,6 +49,15 @@ pub struct Problem {
     pub account: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<String>,
+    /// An intent's problems: the intent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_id: Option<String>,
+    /// `intent_in_progress`: seconds until the live lease runs out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_seconds: Option<u64>,
+    /// `intent_in_progress`: the live claim's fence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<i64>,
 }
 
 impl Problem {

@@ -22,14 +22,14 @@ pub struct ClaimIntentRequest {
     pub action: Option<Raw>,
     /// Any JSON object (at most 64 KiB), fingerprinted canonically: the
     /// same `intent_id` with other `action` or `params` is a 409.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub params: Option<Raw>,
     /// The lease's length (1–3600, default 60).
-    #[schema(value_type = i64, minimum = 1, maximum = 3600, default = 60)]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 3600, default = 60)]
     pub lease_seconds: Option<Raw>,
     /// Claims allowed before the intent fails for good (1–100, default 5);
     /// fixed by the first claim.
-    #[schema(value_type = i64, minimum = 1, maximum = 100, default = 5)]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 100, default = 5)]
     pub max_attempts: Option<Raw>,
 }
 
@@ -46,11 +46,11 @@ pub struct CompleteIntentRequest {
     #[schema(value_type = String, required = true)]
     pub token: Option<Raw>,
     /// Any JSON (at most 64 KiB), stored as the outcome.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<serde_json::Value>)]
     pub result: Option<Raw>,
     /// Up to 1,000 `/v1/batch` operations, committed in the same
     /// transaction as the outcome: both or neither.
-    #[schema(value_type = Vec<super::BatchOperation>)]
+    #[schema(value_type = Option<Vec<super::BatchOperation>>)]
     pub entries: Option<Raw>,
 }
 
@@ -69,7 +69,7 @@ pub struct FailIntentRequest {
     pub error: Option<Raw>,
     /// `true`: release the lease and count the attempt (stored `failed` at
     /// `max_attempts`); `false` (default): store `failed`.
-    #[schema(value_type = bool, default = false)]
+    #[schema(value_type = Option<bool>, default = false)]
     pub retryable: Option<Raw>,
 }
 
@@ -81,6 +81,6 @@ pub struct HeartbeatIntentRequest {
     #[schema(value_type = String, required = true)]
     pub token: Option<Raw>,
     /// The lease runs until now + this (1–3600, default 60); never shortened.
-    #[schema(value_type = i64, minimum = 1, maximum = 3600, default = 60)]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 3600, default = 60)]
     pub lease_seconds: Option<Raw>,
 }

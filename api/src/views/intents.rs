@@ -82,7 +82,7 @@ pub struct IntentView {
     pub lease: Option<LeaseView>,
     /// The stored result of a succeeded intent.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<serde_json::Value>)]
     pub result: Option<Value>,
     /// Why it failed (or why its last attempt was released).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -21,6 +21,10 @@ pub enum EntryKind {
     Refund,
     Reversal,
     Adjustment,
+    IntentClaimed,
+    IntentReleased,
+    IntentSucceeded,
+    IntentFailed,
     /// A kind this client does not know yet (a newer server).
     #[serde(other)]
     Other,
@@ -39,6 +43,10 @@ impl EntryKind {
             EntryKind::Refund => "refund",
             EntryKind::Reversal => "reversal",
             EntryKind::Adjustment => "adjustment",
+            EntryKind::IntentClaimed => "intent_claimed",
+            EntryKind::IntentReleased => "intent_released",
+            EntryKind::IntentSucceeded => "intent_succeeded",
+            EntryKind::IntentFailed => "intent_failed",
             EntryKind::Other => "other",
         }
     }

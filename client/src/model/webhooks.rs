@@ -26,6 +26,12 @@ pub enum WebhookEventType {
     /// An account's available balance crossed below its `low_balance` alert.
     #[serde(rename = "balance.low")]
     BalanceLow,
+    /// An intent's outcome `succeeded` was stored.
+    #[serde(rename = "intent.succeeded")]
+    IntentSucceeded,
+    /// An intent's outcome `failed` was stored.
+    #[serde(rename = "intent.failed")]
+    IntentFailed,
     /// A type this client does not know yet (a newer server); never sent.
     #[serde(other, skip_serializing)]
     Other,
@@ -39,6 +45,8 @@ impl WebhookEventType {
             WebhookEventType::EntryRejected => "entry.rejected",
             WebhookEventType::HoldExpired => "hold.expired",
             WebhookEventType::BalanceLow => "balance.low",
+            WebhookEventType::IntentSucceeded => "intent.succeeded",
+            WebhookEventType::IntentFailed => "intent.failed",
             WebhookEventType::Other => "other",
         }
     }

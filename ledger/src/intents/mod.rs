@@ -16,7 +16,7 @@ mod ops;
 mod record;
 
 pub use ops::{
-    ClaimOp, CompleteOp, FailOp, HeartbeatOp, IntentOp, LeaseToken, MAX_INTENT_ID_BYTES,
+    fields, ClaimOp, CompleteOp, FailOp, HeartbeatOp, IntentOp, LeaseToken, MAX_INTENT_ID_BYTES,
 };
 pub use record::{
     claim_upstream_id, intent_id_of_upstream, IntentError, IntentOutcome, IntentRecord,

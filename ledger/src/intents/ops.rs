@@ -11,6 +11,25 @@ use crate::hex_text::lower_hex;
 use crate::names;
 
 pub const MAX_INTENT_ID_BYTES: usize = 255;
+
+/// The fields each request body may carry; any other is refused with "is
+/// not a known field" (tests/openapi.rs holds the request schemas to these).
+pub mod fields {
+    /// `POST /v1/intents`.
+    pub const CLAIM: &[&str] = &[
+        "intent_id",
+        "action",
+        "params",
+        "lease_seconds",
+        "max_attempts",
+    ];
+    /// `POST /v1/intents/{intent_id}/complete`.
+    pub const COMPLETE: &[&str] = &["token", "result", "entries"];
+    /// `POST /v1/intents/{intent_id}/fail`.
+    pub const FAIL: &[&str] = &["token", "error", "retryable"];
+    /// `POST /v1/intents/{intent_id}/heartbeat`.
+    pub const HEARTBEAT: &[&str] = &["token", "lease_seconds"];
+}
 const MAX_ACTION_BYTES: usize = 128;
 /// `params` of a claim and `result` of a completion, as compact JSON.
 const MAX_JSON_BYTES: usize = 64 * 1024;
@@ -157,14 +176,7 @@ fn call_of(body: &Map<String, Value>) -> String {
 impl ClaimOp {
     /// `POST /v1/intents`.
     pub fn parse(body: Map<String, Value>, token: LeaseToken) -> Result<Self, ValidationErrors> {
-        const FIELDS: &[&str] = &[
-            "intent_id",
-            "action",
-            "params",
-            "lease_seconds",
-            "max_attempts",
-        ];
-        let mut f = Fields::new(body, FIELDS);
+        let mut f = Fields::new(body, fields::CLAIM);
         let intent_id = f.required_str("intent_id", check_intent_id);
         let action = f.required_str("action", check_action);
         let params = match f.optional_value("params") {
@@ -215,7 +227,7 @@ impl CompleteOp {
         entries: usize,
     ) -> Result<Self, ValidationErrors> {
         let call = call_of(&body);
-        let mut f = Fields::new(body, &["token", "result", "entries"]);
+        let mut f = Fields::new(body, fields::COMPLETE);
         let _ = f.optional_value("entries");
         let token = token(&mut f);
         let result = match f.optional_value("result") {
@@ -247,7 +259,7 @@ impl FailOp {
     /// `POST /v1/intents/{id}/fail`.
     pub fn parse(intent_id: &str, body: Map<String, Value>) -> Result<Self, ValidationErrors> {
         let call = call_of(&body);
-        let mut f = Fields::new(body, &["token", "error", "retryable"]);
+        let mut f = Fields::new(body, fields::FAIL);
         let token = token(&mut f);
         let error = match f.optional_value("error") {
             Some(Value::Object(m)) => {
@@ -310,7 +322,7 @@ impl FailOp {
 impl HeartbeatOp {
     /// `POST /v1/intents/{id}/heartbeat`.
     pub fn parse(intent_id: &str, body: Map<String, Value>) -> Result<Self, ValidationErrors> {
-        let mut f = Fields::new(body, &["token", "lease_seconds"]);
+        let mut f = Fields::new(body, fields::HEARTBEAT);
         let token = token(&mut f);
         let lease_seconds = lease_seconds(&mut f);
         f.finish()?;
