@@ -328,7 +328,10 @@ pub struct OnceOutcome {
 pub enum OnceError {
     /// The step failed; its failure is recorded (`released` or `failed`).
     #[error("the step failed: {error}")]
-    Step { error: StepError, intent: Intent },
+    Step {
+        error: StepError,
+        intent: Box<Intent>,
+    },
     /// A call to tally failed (other workers' leases outlived the wait
     /// budget: [`ClientError::IntentInProgress`]).
     #[error(transparent)]
@@ -402,7 +405,10 @@ impl Client {
                 let intent = self
                     .fail_intent(&intent.intent_id, &lease.token, &recorded, error.retryable)
                     .await?;
-                Err(OnceError::Step { error, intent })
+                Err(OnceError::Step {
+                    error,
+                    intent: Box::new(intent),
+                })
             }
         }
     }
