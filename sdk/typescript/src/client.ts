@@ -18,17 +18,26 @@ import {
   type BatchItem,
   type BatchOperation,
   type CaptureRequest,
+  type ClaimIntentRequest,
+  type CompleteIntentRequest,
   type Entry,
   type EntryPage,
   type GetAuditExportQuery,
   type GetBalanceQuery,
   type GetStatementQuery,
   type GetUsageQuery,
+  type FailIntentRequest,
   type Health,
+  type HeartbeatIntentRequest,
   type Hold,
   type HoldRequest,
+  type Intent,
+  type IntentCompletion,
+  type IntentError,
+  type IntentPage,
   type ListAccountsQuery,
   type ListEntriesQuery,
+  type ListIntentsQuery,
   type ListWebhookDeliveriesQuery,
   OPERATIONS,
   type OperationId,
@@ -52,6 +61,7 @@ import {
 } from "./generated/schema.js";
 import { requireDecimalStrings, requireUpstreamId } from "./guards.js";
 import { type HttpAnswer, type RetryEvent, Transport } from "./http.js";
+import { type IntentOutcome, type OnceOptions, type Step, runOnce } from "./intents.js";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, jitter, validatePolicy } from "./retry.js";
 import { type QueryValue, fillPath, queryString } from "./url.js";
 
@@ -122,6 +132,67 @@ export interface BatchResult {
   readonly results: readonly BatchItemResult[];
   readonly attempts: number;
   readonly requestId: string | undefined;
+}
+
+
+/**
+ * `claimIntent`'s request: the document's `ClaimIntentRequest`
+ * (`lease_seconds` defaults to 60, `max_attempts` to 5).
+ */
+export type ClaimIntentInput = ClaimIntentRequest;
+
+/**
+ * `completeIntent`'s request: the document's `CompleteIntentRequest`, with
+ * `entries` optional and `result` any JSON value (`null` when left out; the
+ * server stores any JSON, not only objects).
+ */
+export type CompleteIntentInput = { [P in Exclude<keyof CompleteIntentRequest, "result" | "entries">]: CompleteIntentRequest[P] } & {
+  result?: unknown;
+  entries?: readonly BatchOperation[];
+};
+
+/**
+ * `failIntent`'s request: the document's `FailIntentRequest`, with `error`
+ * exactly `{code, message}` (what the server accepts) and `retryable`
+ * optional (default `false`).
+ */
+export type FailIntentInput = { [P in Exclude<keyof FailIntentRequest, "error" | "retryable">]: FailIntentRequest[P] } & {
+  error: IntentError;
+  retryable?: FailIntentRequest["retryable"];
+};
+
+/** `heartbeatIntent`'s request: the document's (`lease_seconds` defaults to 60). */
+export type HeartbeatIntentInput = HeartbeatIntentRequest;
+
+/** The answer of `claimIntent` and `failIntent`. */
+export interface IntentResult<T extends Intent = Intent> {
+  /**
+   * The intent. After a claim answered 201 it has `lease` (`token`, `fence`,
+   * `expires_at`), shown only in this answer; after a stored outcome,
+   * `status` `succeeded` with `result` or `failed` with `error`.
+   */
+  readonly intent: T;
+  /**
+   * `Idempotent-Replayed: true`: for a claim, the outcome an earlier call
+   * stored; for a complete or fail, the same call answered again (normal
+   * after a retry whose first answer was lost).
+   */
+  readonly replayed: boolean;
+  /** A claim that took the lease (201). */
+  readonly created: boolean;
+  /** 201 (a new claim) or 200. */
+  readonly status: number;
+  /** HTTP attempts made, 1 when nothing was retried. */
+  readonly attempts: number;
+  readonly requestId: string | undefined;
+  /** The response body exactly as received (a replay's is byte-identical). */
+  readonly body: string;
+}
+
+/** The answer of `completeIntent`. */
+export interface IntentCompletionResult extends IntentResult<IntentCompletion> {
+  /** One per entry sent, in order, each with `error` as in `postBatch`'s results: check every item. */
+  readonly entries: readonly BatchItemResult[];
 }
 
 /** `GET /v1/audit/export`: the log as JSON Lines or CSV. */
@@ -241,27 +312,13 @@ export class TallyClient {
     if (!Array.isArray(operations) || operations.length === 0) {
       throw new TypeError("postBatch: operations must be a non-empty array");
     }
-    operations.forEach((operation, index) => {
-      const type: unknown = (operation as { type?: unknown } | null)?.type;
-      const field = typeof type === "string" && Object.hasOwn(BATCH_UPSTREAM_ID, type)
-        ? BATCH_UPSTREAM_ID[type as BatchOperation["type"]]
-        : undefined;
-      if (field === undefined) {
-        throw new TypeError(`postBatch: operations[${index}].type must be one of ${Object.keys(BATCH_UPSTREAM_ID).join(", ")}`);
-      }
-      requireUpstreamId(operation, field, `postBatch: operations[${index}]`);
-    });
-    requireDecimalStrings(operations, "postBatch", "operations");
+    requireBatchOperations(operations, "postBatch", "operations");
     const answer = await this.#send("postBatch", { body: { operations } }, options);
     const parsed = decodeObject<{ results?: unknown }>(answer);
     if (!Array.isArray(parsed.results) || parsed.results.length !== operations.length) {
       throw new DecodeError(`expected ${operations.length} results`, answer.status, answer.text);
     }
-    const results = (parsed.results as BatchItem[]).map((item) => ({
-      ...item,
-      error: item.problem === undefined ? undefined : problemError(item.status, item.problem, { replayed: item.replayed }),
-    }));
-    return { results, attempts: answer.attempts, requestId: requestIdOf(answer) };
+    return { results: batchItemResults(parsed.results as BatchItem[]), attempts: answer.attempts, requestId: requestIdOf(answer) };
   }
 
   /** `GET /v1/entries/{id}`: the entry as first recorded (plus `reversed_by`). */
@@ -531,6 +588,125 @@ export class TallyClient {
     return decodeObject<WebhookReplay>(await this.#send("replayWebhookEvents", { path: { id }, body: request }, options));
   }
 
+  // --- intents (docs/intents.md) ------------------------------------
+
+  /**
+   * `POST /v1/intents` (scope `post`), keyed by `intent_id`: 201 with the
+   * `lease` when this call took it; 200 (`replayed`) with the stored outcome
+   * (`succeeded` with `result`, `failed` with `error`). Another live claim
+   * throws {@link IntentInProgress} at once, never retried by the client:
+   * claim again after its `retryAfterSeconds` (or use {@link TallyClient.once}). A claim
+   * whose answer was lost and retried meets its own lease that way: the
+   * token is shown only once, so it waits for the lease to run out.
+   */
+  async claimIntent(request: ClaimIntentInput, options?: CallOptions): Promise<IntentResult> {
+    requireUpstreamId(request, "intent_id", "claimIntent");
+    const answer = await this.#send("claimIntent", { body: request }, options);
+    const intent = decodeIntent(answer);
+    if (answer.status === 201 && typeof intent.lease?.token !== "string") {
+      throw new DecodeError("a new claim without its lease token", answer.status, answer.text);
+    }
+    return intentResult(answer, intent);
+  }
+
+  /**
+   * `POST /v1/intents/{intent_id}/complete`: stores `succeeded` with
+   * `result`, and commits `entries` (`/v1/batch` operations) in the same
+   * transaction. A lost answer is retried with the same bytes, which the
+   * server answers as a replay of the first. {@link LeaseLost} when the
+   * token is not the current claim's (nothing written).
+   */
+  async completeIntent(intentId: string, request: CompleteIntentInput, options?: CallOptions): Promise<IntentCompletionResult> {
+    requireToken(request, "completeIntent");
+    if (request.result !== undefined && JSON.stringify(request.result) === undefined) {
+      throw new TypeError(`completeIntent: result must be a JSON value, got ${typeof request.result}`);
+    }
+    const sent = request.entries;
+    if (sent !== undefined) {
+      if (!Array.isArray(sent)) throw new TypeError("completeIntent: entries must be an array of batch operations");
+      requireBatchOperations(sent, "completeIntent", "entries");
+    }
+    const answer = await this.#send("completeIntent", { path: { intent_id: intentId }, body: request }, options);
+    const intent = decodeIntent<IntentCompletion>(answer);
+    if (!Array.isArray(intent.entries) || intent.entries.length !== (sent?.length ?? 0)) {
+      throw new DecodeError(`expected ${sent?.length ?? 0} entries`, answer.status, answer.text);
+    }
+    return { ...intentResult(answer, intent), entries: batchItemResults(intent.entries) };
+  }
+
+  /**
+   * `POST /v1/intents/{intent_id}/fail`: `retryable: false` (the default)
+   * stores `failed` with `error`; `true` releases the lease (`released`),
+   * or stores `failed` at the last allowed attempt. Retried and replayed
+   * like a complete; {@link LeaseLost} when the token is not the current
+   * claim's.
+   */
+  async failIntent(intentId: string, request: FailIntentInput, options?: CallOptions): Promise<IntentResult> {
+    requireToken(request, "failIntent");
+    const error: unknown = (request as { error?: unknown }).error;
+    const { code, message } = (typeof error === "object" && error !== null ? error : {}) as Partial<Record<"code" | "message", unknown>>;
+    if (typeof code !== "string" || code === "" || typeof message !== "string") {
+      throw new TypeError("failIntent: error must be {code: a non-empty string, message: a string}");
+    }
+    const answer = await this.#send("failIntent", { path: { intent_id: intentId }, body: request }, options);
+    return intentResult(answer, decodeIntent(answer));
+  }
+
+  /**
+   * `POST /v1/intents/{intent_id}/heartbeat`: the live lease runs until now
+   * + `lease_seconds` (never shortened); the answer's `lease_expires_at`
+   * says until when. {@link LeaseLost} when the lease is no longer this
+   * token's.
+   */
+  async heartbeatIntent(intentId: string, request: HeartbeatIntentInput, options?: CallOptions): Promise<Intent> {
+    requireToken(request, "heartbeatIntent");
+    return decodeIntent(await this.#send("heartbeatIntent", { path: { intent_id: intentId }, body: request }, options));
+  }
+
+  /** `GET /v1/intents/{intent_id}` (scope `read`): the intent and its `history` (never the token). */
+  async getIntent(intentId: string, options?: CallOptions): Promise<Intent> {
+    return decodeIntent(await this.#send("getIntent", { path: { intent_id: intentId } }, options));
+  }
+
+  /**
+   * `GET /v1/intents` (scope `read`): one page in `intent_id` order,
+   * filtered by `status` (as read now: an expired lease reads `released`)
+   * and `action`; pass `next_after` as `after` for the next page.
+   */
+  async listIntents(query: ListIntentsQuery = {}, options?: CallOptions): Promise<IntentPage> {
+    const answer = await this.#send("listIntents", { query }, options);
+    const page = decodeObject<IntentPage>(answer);
+    if (!Array.isArray(page.intents)) throw new DecodeError("no intents array", answer.status, answer.text);
+    return page;
+  }
+
+  /** Every intent matching `query`, page after page (`limit` is the page size). */
+  async *iterateIntents(query: ListIntentsQuery = {}, options?: CallOptions): AsyncGenerator<Intent, void, undefined> {
+    let after = query.after;
+    for (;;) {
+      const page = await this.listIntents(after === undefined ? query : { ...query, after }, options);
+      yield* page.intents;
+      if (page.next_after === null || page.next_after === undefined) return;
+      after = page.next_after;
+    }
+  }
+
+  /**
+   * Does `step` at most once for `intentId` (docs/intents.md): claims the
+   * intent; a stored outcome is returned as it is (`replayed`, the step is
+   * not called); while another claim holds the lease it claims again after
+   * `Retry-After`, within `waitBudgetMs`, then throws {@link IntentInProgress}.
+   * Otherwise it runs `await step(lease)`, extending the lease every third
+   * of `leaseSeconds` while the step runs, and then completes the intent
+   * with what the step returned (a JSON value, or `stepResult(result,
+   * entries)` to commit ledger entries with it), or, if the step threw,
+   * fails it (`retryable` for a {@link RetryableStepError}, final for any
+   * other error) and throws the step's error again.
+   */
+  once<R>(intentId: string, action: string, params: ClaimIntentRequest["params"], step: Step<R>, options: OnceOptions = {}): Promise<IntentOutcome<R>> {
+    return runOnce(this, intentId, action, params, step, options);
+  }
+
   // --- probes ---------------------------------------------------------
 
   /** `GET /healthz`: the database answers. */
@@ -628,6 +804,57 @@ function decodeEntry(answer: HttpAnswer): Entry {
     throw new DecodeError("not an entry (no id or seq)", answer.status, answer.text);
   }
   return entry;
+}
+
+function decodeIntent<T extends Intent = Intent>(answer: HttpAnswer): T {
+  const intent = decodeObject<T>(answer);
+  if (typeof intent.intent_id !== "string" || typeof intent.status !== "string") {
+    throw new DecodeError("not an intent (no intent_id or status)", answer.status, answer.text);
+  }
+  return intent;
+}
+
+function intentResult<T extends Intent>(answer: HttpAnswer, intent: T): IntentResult<T> {
+  return {
+    intent,
+    replayed: answer.headers.get("idempotent-replayed") === "true",
+    created: answer.status === 201,
+    status: answer.status,
+    attempts: answer.attempts,
+    requestId: requestIdOf(answer),
+    body: answer.text,
+  };
+}
+
+/** A finish or heartbeat names its claim by the lease's token. */
+function requireToken(request: unknown, operation: string): void {
+  const token: unknown = typeof request === "object" && request !== null ? (request as { token?: unknown }).token : undefined;
+  if (typeof token !== "string" || token === "") {
+    throw new TypeError(`${operation}: token is required (the lease.token of the claim's 201 answer)`);
+  }
+}
+
+/** Each batch operation (of `postBatch`, or a complete's `entries`) has a known `type` and its upstream ID. */
+function requireBatchOperations(operations: readonly unknown[], operation: string, field: string): void {
+  operations.forEach((item, index) => {
+    const type: unknown = (item as { type?: unknown } | null)?.type;
+    const idField = typeof type === "string" && Object.hasOwn(BATCH_UPSTREAM_ID, type)
+      ? BATCH_UPSTREAM_ID[type as BatchOperation["type"]]
+      : undefined;
+    if (idField === undefined) {
+      throw new TypeError(`${operation}: ${field}[${index}].type must be one of ${Object.keys(BATCH_UPSTREAM_ID).join(", ")}`);
+    }
+    requireUpstreamId(item, idField, `${operation}: ${field}[${index}]`);
+  });
+  requireDecimalStrings(operations, operation, field);
+}
+
+/** Batch items with each problem as the error its single endpoint would have thrown. */
+function batchItemResults(items: readonly BatchItem[]): BatchItemResult[] {
+  return items.map((item) => ({
+    ...item,
+    error: item.problem === undefined ? undefined : problemError(item.status, item.problem, { replayed: item.replayed }),
+  }));
 }
 
 function decodeWebhookEndpoint<T extends WebhookEndpoint>(answer: HttpAnswer, withSecret: boolean): T {

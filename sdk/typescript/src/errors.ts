@@ -107,18 +107,66 @@ export class MethodNotAllowed extends TallyError {
 
 /**
  * 409 `idempotency_conflict`: the upstream ID already names an entry with
- * other parameters. A new intent needs a new ID; retrying cannot help.
+ * other parameters, or the `intent_id` an intent with another `action` or
+ * other `params`. A new intent needs a new ID; retrying cannot help.
  */
 export class IdempotencyConflict extends TallyError {
   override name = "IdempotencyConflict";
-  /** The entry the upstream ID already names. */
+  /** The entry the upstream ID already names (`""` for an intent's conflict). */
   readonly entryId: string;
-  /** The request fields whose values differ from the original's. */
+  /** The intent the `intent_id` already names (a claim's conflict only). */
+  readonly intentId: string | undefined;
+  /** The request fields whose values differ from the original's (`action`, `params.<key>` for an intent). */
   readonly differingFields: readonly string[];
   constructor(status: number, problem: Problem, context?: AnswerContext) {
     super(status, problem, context);
     this.entryId = typeof problem.entry_id === "string" ? problem.entry_id : "";
+    this.intentId = typeof problem.intent_id === "string" ? problem.intent_id : undefined;
     this.differingFields = Array.isArray(problem.differing_fields) ? [...problem.differing_fields] : [];
+  }
+}
+
+/**
+ * 409 `intent_in_progress`: another claim of the intent holds a live lease;
+ * nothing was written. Final for the retry policy (a claim is not retried
+ * blindly): claim again after `retryAfterSeconds`, when that lease has run
+ * out or the intent has its outcome. `once()` does exactly that, within its
+ * `waitBudgetMs`.
+ */
+export class IntentInProgress extends TallyError {
+  override name = "IntentInProgress";
+  readonly intentId: string | undefined;
+  /** Seconds until the live lease runs out (at least 1): `retry_after_seconds`, else `Retry-After`. */
+  readonly retryAfterSeconds: number;
+  /** The live claim's fence. */
+  readonly fence: number | undefined;
+  constructor(status: number, problem: Problem, context?: AnswerContext) {
+    super(status, problem, context);
+    this.intentId = typeof problem.intent_id === "string" ? problem.intent_id : undefined;
+    const fromBody = problem.retry_after_seconds;
+    const fromHeader = context?.retryAfterMs;
+    this.retryAfterSeconds =
+      typeof fromBody === "number" && Number.isFinite(fromBody) && fromBody >= 0
+        ? fromBody
+        : fromHeader !== undefined
+          ? Math.ceil(fromHeader / 1000)
+          : 1;
+    this.fence = typeof problem.fence === "number" ? problem.fence : undefined;
+  }
+}
+
+/**
+ * 409 `lease_lost`: the token is not the intent's current claim's (the lease
+ * ran out and another claim took the intent), or the intent's outcome was
+ * stored by another call. Nothing changed; this worker must not finish the
+ * intent. (The very same complete or fail sent again is a replay, never this.)
+ */
+export class LeaseLost extends TallyError {
+  override name = "LeaseLost";
+  readonly intentId: string | undefined;
+  constructor(status: number, problem: Problem, context?: AnswerContext) {
+    super(status, problem, context);
+    this.intentId = typeof problem.intent_id === "string" ? problem.intent_id : undefined;
   }
 }
 
@@ -308,6 +356,8 @@ const ERROR_BY_CODE: { readonly [C in ProblemCode]: ProblemErrorClass } = {
   not_found: NotFound,
   method_not_allowed: MethodNotAllowed,
   idempotency_conflict: IdempotencyConflict,
+  intent_in_progress: IntentInProgress,
+  lease_lost: LeaseLost,
   payload_too_large: PayloadTooLarge,
   unsupported_media_type: UnsupportedMediaType,
   invalid_request: InvalidRequest,

@@ -155,7 +155,7 @@ export class Transport {
 }
 
 /** `AbortSignal.any` (Node ≥ 20.3), or the same by hand before it. */
-function anySignal(a: AbortSignal, b: AbortSignal): AbortSignal {
+export function anySignal(a: AbortSignal, b: AbortSignal): AbortSignal {
   if (typeof AbortSignal.any === "function") return AbortSignal.any([a, b]);
   const controller = new AbortController();
   for (const signal of [a, b]) {
@@ -188,7 +188,7 @@ function describeFetchError(error: unknown): string {
 }
 
 /** Waits `ms`; rejects with the signal's reason if it aborts first. */
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);

@@ -6,6 +6,7 @@
  * is a replay (`replayed: true`), never a second entry. Only what may be
  * transient is retried (connection errors, timeouts, 429, 5xx), with capped
  * exponential backoff, full jitter and `Retry-After` as a floor.
+ * `once()` does a costly action outside tally at most once per intent.
  */
 
 export {
@@ -17,11 +18,30 @@ export {
   type EntryResult,
   type BatchResult,
   type BatchItemResult,
+  type ClaimIntentInput,
+  type CompleteIntentInput,
+  type FailIntentInput,
+  type HeartbeatIntentInput,
+  type IntentResult,
+  type IntentCompletionResult,
   type AuditExport,
   type AuditExportRecord,
   type SdkOperationId,
 } from "./client.js";
 export type { RetryEvent } from "./http.js";
+export {
+  RetryableStepError,
+  StepResult,
+  stepResult,
+  DEFAULT_LEASE_SECONDS,
+  DEFAULT_WAIT_BUDGET_MS,
+  type Step,
+  type StepLease,
+  type OnceOptions,
+  type IntentOutcome,
+  type IntentSucceeded,
+  type IntentFailed,
+} from "./intents.js";
 export {
   DEFAULT_RETRY_POLICY,
   backoffDelay,
@@ -37,6 +57,8 @@ export {
   NotFound,
   MethodNotAllowed,
   IdempotencyConflict,
+  IntentInProgress,
+  LeaseLost,
   PayloadTooLarge,
   UnsupportedMediaType,
   InvalidRequest,

@@ -303,6 +303,32 @@ forEachEngine("ledger", {}, (server, engine) => {
     const gone = await client.getWebhookEndpoint(created.id).catch((e) => e);
     assert.ok(gone instanceof NotFound, `got ${gone}`);
 
+    // Intents: a claim, a heartbeat, a complete with an entry, a fail, the reads.
+    const intentId = uid("inv");
+    const claimed = await client.claimIntent({ intent_id: intentId, action: "invoice.charge", params: { invoice: "in_1" }, lease_seconds: 30 });
+    assert.deepEqual([claimed.status, claimed.created, claimed.intent.status, claimed.intent.attempt], [201, true, "claimed", 1]);
+    const token = claimed.intent.lease.token;
+    const extended = await client.heartbeatIntent(intentId, { token, lease_seconds: 60 });
+    assert.ok(Date.parse(extended.lease_expires_at) > Date.parse(claimed.intent.lease.expires_at), "the heartbeat extended the lease");
+    const chargeId = uid("ch");
+    const completed = await client.completeIntent(intentId, {
+      token,
+      result: { charge_id: chargeId },
+      entries: [{ type: "payment", payment_id: chargeId, account, amount: "49", unit: "USD" }],
+    });
+    assert.equal(completed.intent.status, "succeeded");
+    assert.deepEqual(completed.entries.map((e) => [e.status, e.entry.kind, e.entry.balance_after]), [[201, "payment", "126.5"]]);
+    const failedId = uid("inv");
+    const second = await client.claimIntent({ intent_id: failedId, action: "invoice.charge", params: { invoice: "in_2" } });
+    const failed = await client.failIntent(failedId, { token: second.intent.lease.token, error: { code: "card_declined", message: "declined" } });
+    assert.deepEqual([failed.intent.status, failed.intent.error], ["failed", { code: "card_declined", message: "declined" }]);
+    const intent = await client.getIntent(intentId);
+    assert.deepEqual(intent.result, { charge_id: chargeId });
+    assert.deepEqual(intent.history.map((h) => h.type), ["claimed", "succeeded"]);
+    const intents = await client.listIntents({ action: "invoice.charge" });
+    assert.deepEqual(intents.intents.map((i) => [i.intent_id, i.status]), [[intentId, "succeeded"], [failedId, "failed"]].sort());
+    assert.equal(intents.next_after, null);
+
     // Every operation this SDK covers was exercised above.
     const exercised = new Set(seen.map((request) => operationOf(request)));
     const missing = sdkOperationIds().filter((id) => !exercised.has(id));

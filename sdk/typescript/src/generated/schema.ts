@@ -291,16 +291,16 @@ export interface ClaimIntentRequest {
    * Any JSON object (at most 64 KiB), fingerprinted canonically: the
    * same `intent_id` with other `action` or `params` is a 409.
    */
-  params: {
+  params?: {
     [key: string]: unknown;
-  };
+  } | null;
   /** The lease's length (1–3600, default 60). */
-  lease_seconds: number;
+  lease_seconds?: number | null;
   /**
    * Claims allowed before the intent fails for good (1–100, default 5);
    * fixed by the first claim.
    */
-  max_attempts: number;
+  max_attempts?: number | null;
 }
 
 /** `POST /v1/intents/{intent_id}/complete`. */
@@ -308,14 +308,12 @@ export interface CompleteIntentRequest {
   /** The claim's `lease.token`. */
   token: string;
   /** Any JSON (at most 64 KiB), stored as the outcome. */
-  result: {
-    [key: string]: unknown;
-  };
+  result?: unknown;
   /**
    * Up to 1,000 `/v1/batch` operations, committed in the same
    * transaction as the outcome: both or neither.
    */
-  entries: BatchOperation[];
+  entries?: BatchOperation[] | null;
 }
 
 /** Which way an adjustment moves money. */
@@ -419,7 +417,7 @@ export interface FailIntentRequest {
    * `true`: release the lease and count the attempt (stored `failed` at
    * `max_attempts`); `false` (default): store `failed`.
    */
-  retryable: boolean;
+  retryable?: boolean | null;
 }
 
 /** One problem with one field (or query parameter) of a request. */
@@ -453,7 +451,7 @@ export interface Health {
 export interface HeartbeatIntentRequest {
   token: string;
   /** The lease runs until now + this (1–3600, default 60); never shortened. */
-  lease_seconds: number;
+  lease_seconds?: number | null;
 }
 
 /** `GET /v1/holds/{hold_id}`. */
@@ -527,9 +525,7 @@ export interface Intent {
   lease_expires_at: string | null;
   lease?: null | IntentLease;
   /** The stored result of a succeeded intent. */
-  result?: {
-    [key: string]: unknown;
-  };
+  result?: unknown;
   error?: null | IntentError;
   created_at: string;
   updated_at: string;

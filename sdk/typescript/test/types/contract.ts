@@ -4,11 +4,16 @@
 // error below fails the build if its line ever compiles.
 
 import type {
+  BatchItemResult,
   BatchOperation,
   Entry,
+  IntentError,
+  IntentOutcome,
   OPERATIONS,
   Schemas,
+  StepLease,
   TallyClient,
+  stepResult,
 } from "../../dist/index.js";
 
 type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
@@ -60,6 +65,31 @@ assertType<Equals<Awaited<ReturnType<TallyClient["retryWebhookDelivery"]>>, Sche
 assertType<Equals<Awaited<ReturnType<TallyClient["replayWebhookEvents"]>>, Schemas["WebhookReplay"]>>();
 assertType<Equals<Awaited<ReturnType<TallyClient["deleteWebhookEndpoint"]>>, void>>();
 
+// Intents: the document's request schemas (the members the server
+// defaults are optional there too); a fail's error exactly {code, message}.
+type Flat<T> = { [K in keyof T]: T[K] };
+type Param<K extends keyof TallyClient, N extends number> = TallyClient[K] extends (...args: infer A) => unknown ? A[N] : never;
+assertType<Equals<Flat<Param<"claimIntent", 0>>, RequestOf<"claimIntent">>>();
+assertType<Equals<Flat<Param<"heartbeatIntent", 1>>, RequestOf<"heartbeatIntent">>>();
+assertType<Equals<Param<"completeIntent", 1>["token"], RequestOf<"completeIntent">["token"]>>();
+assertType<Equals<Param<"completeIntent", 1>["entries"], readonly BatchOperation[] | undefined>>();
+assertType<Equals<Param<"failIntent", 1>["token"], RequestOf<"failIntent">["token"]>>();
+assertType<Equals<Param<"failIntent", 1>["error"], IntentError>>();
+assertType<Equals<Param<"failIntent", 1>["retryable"], RequestOf<"failIntent">["retryable"]>>();
+assertType<Equals<keyof Param<"claimIntent", 0>, keyof RequestOf<"claimIntent">>>();
+assertType<Equals<keyof Param<"completeIntent", 1>, keyof RequestOf<"completeIntent">>>();
+assertType<Equals<keyof Param<"failIntent", 1>, keyof RequestOf<"failIntent">>>();
+// ... and its answers the document's response schemas.
+assertType<Equals<Awaited<ReturnType<TallyClient["claimIntent"]>>["intent"], OkOf<"claimIntent">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["completeIntent"]>>["intent"], OkOf<"completeIntent">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["completeIntent"]>>["entries"], readonly BatchItemResult[]>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["failIntent"]>>["intent"], OkOf<"failIntent">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["heartbeatIntent"]>>, OkOf<"heartbeatIntent">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getIntent"]>>, OkOf<"getIntent">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["listIntents"]>>, OkOf<"listIntents">>>();
+assertType<Equals<StepLease["expiresAt"], Schemas["IntentLease"]["expires_at"]>>();
+assertType<Equals<StepLease["fence"], Schemas["IntentLease"]["fence"]>>();
+
 // Money and quantities are strings, in requests and answers.
 assertType<Equals<Entry["amount"], string>>();
 assertType<Equals<Entry["balance_after"], string>>();
@@ -81,4 +111,43 @@ export async function compileOnly(): Promise<void> {
   await client.postWebhookEndpoint({ url: "https://hooks.example.com/x", event_types: ["entry.created"] });
   // @ts-expect-error a statement needs its period
   await client.getStatement("cust", {});
+
+  // @ts-expect-error a claim needs its intent_id: a retry must name the same intent
+  await client.claimIntent({ action: "invoice.charge", params: {} });
+  // @ts-expect-error a fail's error is {code, message}
+  await client.failIntent("inv_1", { token: "t", error: { code: "declined" } });
+  // @ts-expect-error a complete's entries are batch operations, each with its type
+  await client.completeIntent("inv_1", { token: "t", result: {}, entries: [{ payment_id: "p", account: "c", amount: "1", unit: "USD" }] });
+}
+
+declare const makeResult: typeof stepResult;
+export async function onceTypes(): Promise<void> {
+  // A step's plain return value is the outcome's result type.
+  const plain = await client.once("inv_1", "invoice.charge", { amount: "49.00" }, async (lease) => {
+    const attempt: number = lease.attempt;
+    const signal: AbortSignal = lease.signal;
+    void [attempt, signal];
+    return { charge_id: "ch_1" };
+  });
+  assertType<Equals<typeof plain, IntentOutcome<{ charge_id: string }>>>();
+  if (plain.status === "succeeded") {
+    const chargeId: string = plain.result.charge_id;
+    void chargeId;
+  } else {
+    const error: IntentError = plain.error;
+    // @ts-expect-error a failed outcome has no result
+    void plain.result.charge_id;
+    void error;
+  }
+  // stepResult(result, entries): the result's type is the outcome's.
+  const marked = await client.once("sum_1", "llm.summarize", {}, () =>
+    makeResult({ tokens: 1250 }, [{ type: "usage_debit", usage_record_id: "ur_1", account: "c", amount: "0.01", unit: "USD" }]),
+  );
+  assertType<Equals<typeof marked, IntentOutcome<{ tokens: number }>>>();
+  // @ts-expect-error entries carry money as decimal strings
+  makeResult({}, [{ type: "payment", payment_id: "p", account: "c", amount: 1, unit: "USD" }]);
+  // @ts-expect-error the lease is read-only
+  await client.once("inv_1", "invoice.charge", {}, (lease) => { lease.token = "x"; });
+  // @ts-expect-error options are checked
+  await client.once("inv_1", "invoice.charge", {}, () => 1, { leaseSecond: 5 });
 }
