@@ -287,7 +287,7 @@ function setNav(signedIn, view) {
   nav.hidden = !signedIn;
   for (const a of nav.querySelectorAll('a[data-section]')) {
     const active = a.dataset.section === view || (a.dataset.section === 'accounts' && view === 'account')
-      || (a.dataset.section === 'entries' && view === 'entry');
+      || (a.dataset.section === 'entries' && view === 'entry') || (a.dataset.section === 'intents' && view === 'intent');
     if (active) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
 }
@@ -955,6 +955,11 @@ async function renderRelated(section, e, signal) {
   if (e.kind === 'refund' && e.payment_id) {
     items.push(h('li', {}, 'Refunds payment ', link('entries', { kind: 'payment', account: e.account, upstream_id: e.payment_id }, h('span', { class: 'mono' }, e.payment_id))));
   }
+  if (e.kind?.startsWith('intent_') && e.upstream_id) {
+    // An intent's outcome has the intent ID as upstream ID; a claim or release has `<intent_id>#<fence>`.
+    const intentId = e.kind === 'intent_claimed' || e.kind === 'intent_released' ? e.upstream_id.replace(/#\d+$/, '') : e.upstream_id;
+    items.push(h('li', {}, 'A change of intent ', link('intent', { id: intentId }, h('span', { class: 'mono' }, intentId))));
+  }
   if (e.hold_id && e.kind !== 'hold') items.push(h('li', {}, 'Hold ', link('entries', { kind: 'hold', upstream_id: e.hold_id }, h('span', { class: 'mono' }, e.hold_id))));
   const list = h('ul', {}, items);
   section.append(list);
@@ -971,6 +976,127 @@ async function renderRelated(section, e, signal) {
   }
   if (!list.children.length) section.append(h('p', { class: 'muted' }, 'Nothing reversed, refunded or reverses this entry.'));
 }
+
+// ===========================================================================
+// Intents: list and one intent with its history
+// ===========================================================================
+
+const INTENT_STATUSES = ['claimed', 'released', 'succeeded', 'failed'];
+const INTENT_FILTERS = ['status', 'action', 'limit'];
+// A filtered page is filled by following next_after, at most this many reads.
+const INTENT_MAX_READS = 10;
+
+function intentLink(id) { return link('intent', { id }, h('span', { class: 'mono' }, id)); }
+function intentBadge(status) { return h('span', { class: `badge intent-${status}` }, status); }
+
+views.intents = async (main, p, signal) => {
+  pageTitle(main, 'Intents');
+  const limit = p.limit || '100';
+  const form = h('form', { class: 'filters', 'aria-label': 'Intent filters' },
+    field('Status', select('status', [['', 'Any status'], ...INTENT_STATUSES.map((x) => [x, x])], p.status)),
+    field('Action', textInput('action', p.action, { class: 'mono-input', placeholder: 'e.g. invoice.charge' })),
+    field('Page size', select('limit', [['50', '50'], ['100', '100'], ['500', '500'], ['1000', '1000']], limit)),
+    h('button', { type: 'submit' }, 'Apply filters'),
+    link('intents', {}, 'Clear'));
+  form.addEventListener('submit', (e) => { e.preventDefault(); submitTo('intents', form); });
+  const openForm = h('form', { class: 'inline', 'aria-label': 'Open an intent' },
+    field('Open intent by ID', textInput('id', '', { class: 'mono-input' })),
+    h('button', { type: 'submit', class: 'secondary' }, 'Open'));
+  openForm.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const id = new FormData(openForm).get('id')?.toString().trim();
+    if (id) navigate(viewUrl('intent', { id }));
+  });
+  const out = h('div', {}, h('p', { class: 'muted' }, 'Loading intents…'));
+  main.append(form, openForm, out);
+  const filters = Object.fromEntries(INTENT_FILTERS.map((k) => [k, p[k]]));
+  // The server reads `limit` intents a page and drops those the filters skip:
+  // follow next_after, asking for what is missing, until the page is full.
+  const want = Number(limit) || 100;
+  const intents = [];
+  let after = p.after;
+  let next = null;
+  let reads = 0;
+  try {
+    for (;;) {
+      const page = await api(`/v1/intents${qs({ status: p.status, action: p.action, after, limit: want - intents.length })}`, { signal });
+      reads += 1;
+      intents.push(...page.intents);
+      next = page.next_after ?? null;
+      if (next === null || intents.length >= want || reads >= INTENT_MAX_READS) break;
+      after = next;
+    }
+  } catch (e) { showError(out, e, 'intents'); return; }
+  const short = next !== null && intents.length < want;
+  fill(out, table({
+    caption: 'Intents',
+    hint: `${intents.length} on this page, in intent ID order${p.after ? ` after ${p.after}` : ''}.${short ? ' The filters skipped many intents: the next page goes on looking.' : ''}`,
+    columns: [{ label: 'Intent ID' }, { label: 'Action' }, { label: 'Status' }, { label: 'Attempt', num: true }, { label: 'Updated (UTC)' }],
+    rows: intents.length ? intents.map((x) => h('tr', {},
+      h('th', { scope: 'row' }, intentLink(x.intent_id)),
+      h('td', { class: 'mono' }, x.action),
+      h('td', { class: 'status' }, intentBadge(x.status), x.error ? h('span', { class: 'mono' }, ` ${x.error.code}`) : null),
+      h('td', { class: 'num mono' }, `${x.attempt} / ${x.max_attempts}`),
+      h('td', {}, when(x.updated_at))))
+      : [h('tr', {}, h('td', { colspan: 5 }, short ? 'No intents on this page match these filters; the next page goes on looking.' : 'No intents match these filters.'))],
+  }));
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Intent pages' });
+  if (p.after) pager.append(link('intents', filters, 'First page'));
+  if (next !== null) pager.append(link('intents', { ...filters, after: next }, 'Next page'));
+  else pager.append(h('span', { class: 'muted' }, 'Last page.'));
+  out.append(pager);
+  announce(`${intents.length} intents shown.`);
+};
+
+views.intent = async (main, p, signal) => {
+  if (!p.id) { pageTitle(main, 'Intent'); main.append(message('warn', h('p', {}, 'No intent ID given. '), link('intents', {}, 'Find one in the intent list.'))); return; }
+  pageTitle(main, 'Intent ', h('span', { class: 'mono' }, p.id));
+  const out = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  main.append(out);
+  let x;
+  try { x = await api(`/v1/intents/${enc(p.id)}`, { signal }); } catch (err) { showError(out, err, 'this intent'); return; }
+  clear(out);
+  out.append(h('p', {}, h('span', { class: 'mono' }, x.action), ' \u00b7 ', intentBadge(x.status), ` \u00b7 attempt ${x.attempt} of ${x.max_attempts} \u00b7 fence ${x.fence}`));
+  if (x.error) {
+    out.append(message(x.status === 'failed' ? 'error' : 'warn',
+      h('p', {}, h('strong', {}, x.status === 'failed' ? 'Failed: ' : 'Last attempt released: '), h('code', { id: 'intent-error-code' }, x.error.code)),
+      h('p', { id: 'intent-error-message' }, x.error.message)));
+  }
+  const history = x.history ?? [];
+  out.append(
+    h('section', { 'aria-labelledby': 'h-intent-state' }, h('h2', { id: 'h-intent-state' }, 'State'), kvList([
+      ['Intent ID', h('span', { class: 'mono' }, x.intent_id)],
+      ['Action', h('span', { class: 'mono' }, x.action)],
+      ['Status', intentBadge(x.status)],
+      ['Attempt', h('span', { class: 'mono' }, `${x.attempt} of ${x.max_attempts}`)],
+      ['Fence', h('span', { class: 'mono', id: 'intent-fence' }, String(x.fence))],
+      ['Lease expires', x.lease_expires_at ? when(x.lease_expires_at) : h('span', { class: 'muted' }, 'no live lease')],
+      ['Created', when(x.created_at)],
+      ['Updated', when(x.updated_at)],
+    ])),
+    h('section', { 'aria-labelledby': 'h-intent-params' }, h('h2', { id: 'h-intent-params' }, 'Parameters'), jsonBlock(x.params)),
+    h('section', { 'aria-labelledby': 'h-intent-outcome' }, h('h2', { id: 'h-intent-outcome' }, 'Outcome'),
+      x.status === 'succeeded' ? [h('h3', {}, 'Result'), jsonBlock(x.result ?? null)]
+        : x.status === 'failed' && x.error ? kvList([['Error code', h('code', {}, x.error.code)], ['Error message', x.error.message]])
+          : h('p', { class: 'muted' }, x.status === 'claimed' ? 'None yet: a worker holds the lease.' : 'None yet: the next claim starts another attempt.')),
+    h('section', { 'aria-labelledby': 'h-intent-history' }, h('h2', { id: 'h-intent-history' }, 'History'),
+      table({
+        caption: `History of ${x.intent_id} (${history.length} changes)`,
+        hint: 'Every change of state is an entry of the hash-chained log, oldest first. Heartbeats are not logged.',
+        columns: [{ label: 'Change' }, { label: 'At (UTC)' }, { label: 'Fence', num: true }, { label: 'Attempt', num: true },
+          { label: 'Seq', num: true }, { label: 'Entry' }],
+        rows: history.length ? history.map((c) => h('tr', {},
+          h('td', {}, intentBadge(c.type)),
+          h('td', {}, when(c.at)),
+          h('td', { class: 'num mono' }, String(c.fence)),
+          h('td', { class: 'num mono' }, String(c.attempt)),
+          h('td', { class: 'num mono' }, String(c.seq)),
+          h('td', {}, entryLink(c.entry_id))))
+          : [h('tr', {}, h('td', { colspan: 6 }, 'No logged changes.'))],
+        className: 'intent-history',
+      })));
+  announce(`Intent ${x.intent_id}: ${x.status}.`);
+};
 
 // ===========================================================================
 // Audit page

@@ -383,9 +383,10 @@ impl Client {
             token: lease.token.clone(),
             expires_at: lease.expires_at.clone(),
         };
-        let beats = self.heartbeats(&intent.intent_id, &lease.token, options.lease_seconds);
+        let beats =
+            Heartbeats(self.heartbeats(&intent.intent_id, &lease.token, options.lease_seconds));
         let output = step(info).await;
-        beats.abort();
+        drop(beats);
         match output {
             Ok(out) => {
                 let done = self
@@ -413,7 +414,7 @@ impl Client {
         }
     }
 
-    /// Heartbeats every third of the lease until aborted.
+    /// Heartbeats every third of the lease until aborted (see [`Heartbeats`]).
     fn heartbeats(
         &self,
         intent_id: &str,
@@ -437,5 +438,17 @@ impl Client {
                 }
             }
         })
+    }
+}
+
+/// The heartbeat task of a running step, stopped when dropped: when the
+/// step ends, and also when the future of [`Client::once`] is dropped
+/// mid-step (a cancelled or killed worker), so that its lease runs out and
+/// another worker can take the intent over.
+struct Heartbeats(tokio::task::JoinHandle<()>);
+
+impl Drop for Heartbeats {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -26,7 +26,7 @@ def test_validation_names_every_field_at_fault(client: Any) -> None:
     error = caught.value
     assert error.status == 422 and error.code == "invalid_request"
     assert {"account", "amount", "unit"} <= set(error.fields)
-    # Not claimed: the same ID, corrected, is a new intent.
+    # Not claimed: the same ID, corrected, is a new request.
 
 
 def test_a_refused_request_does_not_claim_its_id(client: Any) -> None:

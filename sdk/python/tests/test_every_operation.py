@@ -332,6 +332,74 @@ def test_every_operation(
     with pytest.raises(tally.NotFound):
         client.get_webhook_endpoint(created.id)
 
+    # The intent operations (post and read): claim, heartbeat, complete with an
+    # entry, get with its history, list; a second intent failed.
+    invoice = uid("inv")
+    params = {"customer": acct, "amount": Decimal("49.00"), "currency": "USD"}
+    claimed = client.claim_intent(invoice, "invoice.charge", params, lease_seconds=30)
+    assert (claimed.status, claimed.attempt, claimed.max_attempts, claimed.fence) == (
+        "claimed", 1, 5, 1,
+    )  # fmt: skip
+    assert claimed.lease is not None and claimed.lease.fence == 1 and not claimed.replayed
+    assert claimed.params == params and claimed.lease_expires_at == claimed.lease.expires_at
+    token = claimed.lease.token
+    with pytest.raises(tally.IntentInProgress) as busy:
+        client.claim_intent(invoice, "invoice.charge", params)
+    assert busy.value.fence == 1 and busy.value.retry_after is not None
+    beat = client.heartbeat_intent(invoice, token, lease_seconds=60)
+    assert beat.status == "claimed" and beat.lease is None, "the token is shown once"
+    assert beat.lease_expires_at is not None
+    assert tally.parse_timestamp(beat.lease_expires_at) > tally.parse_timestamp(
+        claimed.lease.expires_at
+    )
+    charge = uid("ch")
+    done = client.complete_intent(
+        invoice, token, {"charge_id": charge},
+        entries=[tally.Payment(charge, acct, Decimal("49.00"), "USD", processor="p.example")],
+    )  # fmt: skip
+    assert (done.status, done.result, done.lease_expires_at) == (
+        "succeeded", {"charge_id": charge}, None,
+    )  # fmt: skip
+    assert done.entries is not None and [(r.status, r.ok) for r in done.entries] == [(201, True)]
+    assert done.entries[0].entry is not None and done.entries[0].entry.upstream_id == charge
+    replayed = client.claim_intent(invoice, "invoice.charge", params)
+    assert replayed.replayed and replayed.result == {"charge_id": charge} and replayed.lease is None
+    with pytest.raises(tally.LeaseLost):
+        client.complete_intent(invoice, token, {"charge_id": "another"})
+    read = client.get_intent(invoice)
+    assert read.history is not None
+    assert [(c.type, c.fence, c.attempt) for c in read.history] == [
+        ("claimed", 1, 1), ("succeeded", 1, 1),
+    ]  # fmt: skip
+    logged = client.list_entries(kind="intent_succeeded").entries
+    assert [e.id for e in logged] == [read.history[1].entry_id]
+
+    email = uid("mail")
+    mail = client.claim_intent(email, "email.send", {"to": "ada@example.com"}, max_attempts=2)
+    assert mail.lease is not None
+    released = client.fail_intent(email, mail.lease.token, "smtp_down", "421", retryable=True)
+    assert (released.status, released.error) == (
+        "released", tally.IntentFailure("smtp_down", "421"),
+    )  # fmt: skip
+    mail = client.claim_intent(email, "email.send", {"to": "ada@example.com"})
+    assert mail.lease is not None and (mail.attempt, mail.fence) == (2, 2)
+    failed = client.fail_intent(email, mail.lease.token, "bounced", "no such mailbox")
+    assert failed.status == "failed" and failed.error == tally.IntentFailure(
+        "bounced", "no such mailbox"
+    )
+    with pytest.raises(tally.NotFound):
+        client.get_intent(uid("never"))
+
+    listed = client.list_intents()
+    assert sorted(i.intent_id for i in listed.intents) == sorted([invoice, email])
+    assert listed.next_after is None and all(i.history is None for i in listed.intents)
+    assert [i.intent_id for i in client.list_intents(status="failed").intents] == [email]
+    assert [i.intent_id for i in client.list_intents(action="invoice.charge").intents] == [invoice]
+    assert [i.intent_id for i in client.iter_intents(page_size=1)] == [
+        i.intent_id for i in listed.intents
+    ]
+    assert client.post_audit_verify().verified, "the intents' entries verify like any"
+
     missing = set(tally.OPERATIONS) - operations_called
     assert not missing, f"operations not exercised: {sorted(missing)}"
 

@@ -256,3 +256,31 @@ def test_a_final_answer_is_not_retried(
     with pytest.raises(tally.IdempotencyConflict):
         client.post_payment(uid("pay"), uid("cust"), Decimal("1"), "USD")
     assert len(conflict.requests) == 1
+
+
+def test_a_claim_in_progress_is_not_retried_by_the_policy(
+    make_client: Callable[..., Any], stub: Callable[..., StubServer]
+) -> None:
+    """409 intent_in_progress is final for the retry policy: one request,
+    the error with its Retry-After; only once() waits, within its budget."""
+    busy = stub(status=409, headers={"Retry-After": "1"}, code="intent_in_progress")
+    events: List[tally.RetryEvent] = []
+    client = make_client(busy.base_url, "k", on_retry=events.append)
+    with pytest.raises(tally.IntentInProgress) as caught:
+        client.claim_intent(uid("inv"), "invoice.charge", {})
+    assert caught.value.retry_after == 1.0 and not caught.value.retryable
+    assert len(busy.requests) == 1 and events == []
+
+    def step(lease: tally.Lease) -> Any:
+        raise AssertionError("the step never runs while another claim holds the lease")
+
+    started = time.monotonic()
+    with pytest.raises(tally.IntentInProgress):
+        client.once(uid("inv"), "invoice.charge", {}, step, wait_budget_seconds=0.5)
+    assert len(busy.requests) == 2, "1 s to wait would pass the 0.5 s budget: no second claim"
+    with pytest.raises(tally.IntentInProgress):
+        client.once(uid("inv"), "invoice.charge", {}, step, wait_budget_seconds=1.5)
+    assert len(busy.requests) == 4, "a claim, 1 s, a claim; 1 s more would pass 1.5 s"
+    gap = busy.requests[3] - busy.requests[2]
+    assert 0.99 <= gap < 1.5, gap
+    assert time.monotonic() - started < 2.5

@@ -27,7 +27,7 @@ def test_a_repeated_usage_debit_is_a_replay_of_the_same_entry(client: Any) -> No
     assert first.entry.balance_after == Decimal("-0.0125")
     assert first.entry.quantity == Decimal("1250")
 
-    # "0.01250" is the same amount: the same intent.
+    # "0.01250" is the same amount: the same request.
     again = client.post_usage_debit(
         record, account, Decimal("0.01250"), "USD", meter="llm-tokens",
         quantity=Decimal("1250"), metadata={"model": "m1"},
@@ -67,7 +67,7 @@ def test_a_conflict_is_final_and_not_retried(
     assert retries == []
 
 
-async def test_concurrent_deliveries_of_one_intent_make_one_entry(
+async def test_concurrent_deliveries_of_one_request_make_one_entry(
     server: TallyServer, api_key: str
 ) -> None:
     """The asyncio client, natively: ten simultaneous deliveries of one

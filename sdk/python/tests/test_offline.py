@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from decimal import Decimal
+from typing import Any, Dict
 
 import pytest
 
 import tally
-from tally import _calls
+from tally import _calls, _json
 from tally.errors import BY_CODE, error_from_answer
-from tally.intents import decimal_text
+from tally.intents import ClaimWait, OnceOptions, failure_of, lease_of, step_answer
+from tally.requests import decimal_text
 
 
 def test_amounts_are_sent_as_exact_decimal_strings() -> None:
@@ -119,6 +121,8 @@ def test_every_problem_code_has_its_class() -> None:
         "not_found": (tally.NotFound, 404),
         "method_not_allowed": (tally.MethodNotAllowed, 405),
         "idempotency_conflict": (tally.IdempotencyConflict, 409),
+        "intent_in_progress": (tally.IntentInProgress, 409),
+        "lease_lost": (tally.LeaseLost, 409),
         "payload_too_large": (tally.PayloadTooLarge, 413),
         "unsupported_media_type": (tally.UnsupportedMediaType, 415),
         "invalid_request": (tally.InvalidRequest, 422),
@@ -252,3 +256,197 @@ def test_a_webhook_secret_stays_out_of_repr() -> None:
     )
     assert made.id == "we_1" and made.secret == "whsec_c2VjcmV0"
     assert "whsec_" not in repr(made)
+
+
+# --- intents ----------------------------------------------------------------------
+
+
+def test_intent_requests() -> None:
+    claim = _calls.claim_intent(
+        "inv 1/2", "invoice.charge", {"amount": Decimal("49.00"), "n": 1},
+        lease_seconds=None, max_attempts=None,
+    )  # fmt: skip
+    assert (claim.method, claim.target) == ("POST", "/v1/intents")
+    assert claim.body == (
+        b'{"intent_id":"inv 1/2","action":"invoice.charge","params":{"amount":49.00,"n":1}}'
+    ), "a Decimal is sent as the exact number it is; unset options are left out"
+    with_options = _calls.claim_intent("i", "a", {}, lease_seconds=5, max_attempts=1)
+    assert json.loads(with_options.body or b"") == {
+        "intent_id": "i", "action": "a", "params": {}, "lease_seconds": 5, "max_attempts": 1,
+    }  # fmt: skip
+
+    debit = tally.UsageDebit("ur_1", "cust", Decimal("0.0125"), "USD")
+    complete = _calls.complete_intent("inv 1/2", "tok", {"charge": "ch_1"}, [debit])
+    assert (complete.method, complete.target) == ("POST", "/v1/intents/inv%201%2F2/complete")
+    assert json.loads(complete.body or b"") == {
+        "token": "tok",
+        "result": {"charge": "ch_1"},
+        "entries": [{"type": "usage_debit", **debit.to_json()}],
+    }
+    assert json.loads(_calls.complete_intent("i", "tok", None, None).body or b"") == {
+        "token": "tok", "result": None,
+    }  # fmt: skip
+
+    fail = _calls.fail_intent("i", "tok", "card_declined", "no funds", retryable=False)
+    assert (fail.method, fail.target) == ("POST", "/v1/intents/i/fail")
+    assert json.loads(fail.body or b"") == {
+        "token": "tok", "error": {"code": "card_declined", "message": "no funds"},
+        "retryable": False,
+    }  # fmt: skip
+    beat = _calls.heartbeat_intent("i", "tok", lease_seconds=30)
+    assert (beat.target, json.loads(beat.body or b"")) == (
+        "/v1/intents/i/heartbeat", {"token": "tok", "lease_seconds": 30},
+    )  # fmt: skip
+    assert _calls.get_intent("a b").target == "/v1/intents/a%20b"
+    page = _calls.list_intents(status="released", action="invoice.charge", after="i 1", limit=5)
+    assert page.target == "/v1/intents?status=released&action=invoice.charge&after=i%201&limit=5"
+    assert _calls.list_intents(status=None, action=None, after=None, limit=None).target == (
+        "/v1/intents"
+    )
+
+
+def test_intent_requests_refuse_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="intent_id"):
+        _calls.claim_intent("", "a", {}, lease_seconds=None, max_attempts=None)
+    with pytest.raises(TypeError, match="params"):
+        bad: Any = ["x"]
+        _calls.claim_intent("i", "a", bad, lease_seconds=None, max_attempts=None)
+    with pytest.raises(TypeError, match="lease_seconds"):
+        _calls.claim_intent("i", "a", {}, lease_seconds=True, max_attempts=None)
+    with pytest.raises(ValueError):
+        _calls.claim_intent("i", "a", {"x": Decimal("NaN")}, lease_seconds=None, max_attempts=None)
+    with pytest.raises(ValueError):
+        _calls.complete_intent("i", "tok", {"x": float("inf")}, None)
+    with pytest.raises(TypeError):
+        _calls.complete_intent("i", "tok", {"when": datetime.now(timezone.utc)}, None)
+    with pytest.raises(TypeError, match="batch holds"):
+        capture: Any = tally.Capture("c", Decimal(1))
+        _calls.complete_intent("i", "tok", None, [capture])
+    with pytest.raises(ValueError, match="token"):
+        _calls.fail_intent("i", "", "code", "m", retryable=False)
+    with pytest.raises(TypeError, match="retryable"):
+        _calls.fail_intent("i", "tok", "code", "m", retryable="yes")  # type: ignore[arg-type]
+
+
+def test_json_bodies_send_decimals_exactly() -> None:
+    value = {"a": [Decimal("0.0125"), Decimal("1E+2"), Decimal("-0"), 0.5, 7, None, True]}
+    assert _json.dumps(value) == b'{"a":[0.0125,100,-0,0.5,7,null,true]}'
+    assert _json.loads(_json.dumps(value))["a"][0] == Decimal("0.0125")
+    text = {"s": 'é "q" \u2028', "nested": {"k": []}}
+    assert _json.dumps(text) == json.dumps(text, ensure_ascii=False, separators=(",", ":")).encode()
+    with pytest.raises(TypeError, match="keys"):
+        _json.dumps({1: "x"})
+
+
+def intent_json(**extra: object) -> Dict[str, Any]:
+    body: Dict[str, Any] = {
+        "intent_id": "inv_1", "action": "invoice.charge", "params": {"amount": 49.00},
+        "status": "claimed", "attempt": 2, "max_attempts": 5, "fence": 3,
+        "lease_expires_at": "2026-12-05T10:01:00.000000Z",
+        "created_at": "2026-12-05T10:00:00.000000Z", "updated_at": "2026-12-05T10:00:00.000000Z",
+    }  # fmt: skip
+    body.update(extra)
+    return body
+
+
+def test_an_intent_is_read_with_its_lease_history_and_outcome() -> None:
+    claimed = tally.Intent.from_json(
+        intent_json(lease={"token": "lease_s3cr3t", "fence": 3, "expires_at": "2026-12-05T10:01Z"}),
+        replayed=False,
+    )
+    assert claimed.lease == tally.IntentLease("lease_s3cr3t", 3, "2026-12-05T10:01Z")
+    assert claimed.params == {"amount": Decimal("49.00")} and not claimed.finished
+    assert "lease_s3cr3t" not in repr(claimed), "the token stays out of logs"
+    lease = lease_of(claimed)
+    assert lease is not None and (lease.attempt, lease.fence, lease.token) == (2, 3, "lease_s3cr3t")
+    assert "lease_s3cr3t" not in repr(lease)
+
+    failed = tally.Intent.from_json(
+        intent_json(
+            status="failed", lease_expires_at=None,
+            error={"code": "lease_expired", "message": "the last lease ran out"},
+            history=[{"type": "claimed", "fence": 3, "attempt": 2, "at": "t", "seq": 9,
+                      "entry_id": "ent_9"}],
+        ),
+        replayed=True,
+    )  # fmt: skip
+    assert failed.finished and failed.replayed and lease_of(failed) is None
+    assert failed.error == tally.IntentFailure("lease_expired", "the last lease ran out")
+    assert failed.history == [tally.IntentChange("claimed", 3, 2, "t", 9, "ent_9")]
+    with pytest.raises(tally.DecodeError):
+        lease_of(tally.Intent.from_json(intent_json(status="released")))
+
+
+def test_intent_problems() -> None:
+    busy = error_from_answer(
+        409,
+        problem("intent_in_progress", 409, intent_id="inv_1", retry_after_seconds=27, fence=1),
+        retry_after=27.0,
+    )
+    assert isinstance(busy, tally.IntentInProgress) and not busy.retryable
+    assert (busy.intent_id, busy.fence, busy.retry_after) == ("inv_1", 1, 27.0)
+    no_header = error_from_answer(
+        409, problem("intent_in_progress", 409, retry_after_seconds=4, fence=2)
+    )
+    assert isinstance(no_header, tally.IntentInProgress) and no_header.retry_after == 4.0
+    lost = error_from_answer(409, problem("lease_lost", 409, intent_id="inv_1"))
+    assert isinstance(lost, tally.LeaseLost) and lost.intent_id == "inv_1"
+    conflict = error_from_answer(
+        409,
+        problem("idempotency_conflict", 409, intent_id="inv_1", differing_fields=["params.amount"]),
+    )
+    assert isinstance(conflict, tally.IdempotencyConflict)
+    assert (conflict.intent_id, conflict.entry_id, conflict.differing_fields) == (
+        "inv_1", "", ["params.amount"],
+    )  # fmt: skip
+
+
+def test_what_a_step_fails_with() -> None:
+    assert failure_of(ValueError("card declined")) == ("ValueError", "card declined", False)
+    assert failure_of(tally.StepError("no funds", code="card_declined")) == (
+        "card_declined", "no funds", False,
+    )  # fmt: skip
+    assert failure_of(tally.RetryableStepError("429")) == ("RetryableStepError", "429", True)
+    assert failure_of(tally.RetryableStepError("x", code="overloaded"))[::2] == (
+        "overloaded", True,
+    )  # fmt: skip
+    code, message, _ = failure_of(RuntimeError("é" * 3000))  # 6,000 bytes of UTF-8
+    assert code == "RuntimeError" and message == "é" * 2048, "cut to 4 KiB between characters"
+    assert failure_of(tally.StepError("m", code="c" * 200))[0] == "c" * 128
+
+
+def test_what_a_step_returns() -> None:
+    assert step_answer({"a": 1}) == ({"a": 1}, None)
+    assert step_answer(None) == (None, None)
+    debit = tally.UsageDebit("ur_1", "cust", Decimal("1"), "USD")
+    assert step_answer(tally.StepResult("r", entries=(debit,))) == ("r", [debit])
+    assert step_answer(tally.StepResult({"r": 1})) == ({"r": 1}, None)
+
+
+def test_once_options_and_the_wait_budget() -> None:
+    options = OnceOptions.of(60, 5, None)
+    assert (options.wait_budget, options.heartbeat_interval) == (120.0, 20.0)
+    assert OnceOptions.of(2, 1, 0).wait_budget == 0.0
+    beat = OnceOptions.of(6, 5, None).heartbeat_policy(tally.RetryPolicy(max_attempts=4))
+    assert beat == tally.RetryPolicy(max_attempts=4, total_budget=2.0, request_timeout=2.0), (
+        "a heartbeat's retries end before the next one is due"
+    )
+    long = OnceOptions.of(3600, 5, None).heartbeat_policy(tally.RetryPolicy())
+    assert (long.total_budget, long.request_timeout) == (30.0, 10.0)
+    with pytest.raises(ValueError):
+        OnceOptions.of(0, 5, None)
+    with pytest.raises(TypeError):
+        OnceOptions.of(True, 5, None)
+    with pytest.raises(ValueError):
+        OnceOptions.of(60, 5, -1)
+
+    now = [100.0]
+    wait = ClaimWait(10.0, clock=lambda: now[0])
+    busy = error_from_answer(409, problem("intent_in_progress", 409), retry_after=4.0)
+    assert isinstance(busy, tally.IntentInProgress)
+    assert wait.delay_after(busy) == 4.0
+    now[0] += 4.0
+    assert wait.delay_after(busy) == 4.0  # claims again at 8 s: within 10 s
+    now[0] += 4.0
+    with pytest.raises(tally.IntentInProgress):
+        wait.delay_after(busy)  # the next claim would start at 12 s

@@ -3,12 +3,38 @@ the reading of its answer. ``Client`` and ``AsyncClient`` only run them."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _json as j
 from ._wire import Answer, Call, QueryValue, segment, target
 from .errors import error_from_answer
-from .intents import (
+from .models import (
+    Account,
+    AccountPage,
+    AuditExport,
+    AuditHead,
+    AuditVerification,
+    Balance,
+    BatchResult,
+    BatchResults,
+    Entry,
+    EntryPage,
+    Health,
+    Intent,
+    IntentPage,
+    Posted,
+    Statement,
+    Usage,
+    WebhookDelivery,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEndpointWithSecret,
+    WebhookReplay,
+)
+from .models import (
+    Hold as HoldView,
+)
+from .requests import (
     AccountSettings,
     Adjustment,
     BatchOperation,
@@ -22,30 +48,6 @@ from .intents import (
     Unset,
     UsageDebit,
     batch_item,
-)
-from .models import (
-    Account,
-    AccountPage,
-    AuditExport,
-    AuditHead,
-    AuditVerification,
-    Balance,
-    BatchResult,
-    BatchResults,
-    Entry,
-    EntryPage,
-    Health,
-    Posted,
-    Statement,
-    Usage,
-    WebhookDelivery,
-    WebhookDeliveryPage,
-    WebhookEndpoint,
-    WebhookEndpointWithSecret,
-    WebhookReplay,
-)
-from .models import (
-    Hold as HoldView,
 )
 
 T = TypeVar("T")
@@ -110,30 +112,31 @@ def post_adjustment(adjustment: Adjustment) -> Call[Posted]:
     return _post("/v1/adjustments", adjustment.to_json())
 
 
+def _batch_result(item: j.JsonObject, request_id: Optional[str]) -> BatchResult:
+    """One item of a batch's ``results`` (or of a completion's ``entries``)."""
+    status = j.integer(item, "status")
+    replayed = j.boolean(item, "replayed")
+    entry = Entry.from_json(item["entry"]) if item.get("entry") is not None else None
+    problem = item.get("problem")
+    error = None
+    if isinstance(problem, dict):
+        error = error_from_answer(
+            status, j.dumps(problem), replayed=replayed, request_id=request_id
+        )
+        if entry is None and "entry" in problem:
+            entry = Entry.from_json(problem["entry"])
+    return BatchResult(
+        status=status,
+        replayed=replayed,
+        entry=entry,
+        error=error,
+        problem=problem if isinstance(problem, dict) else None,
+    )
+
+
 def _batch(answer: Answer) -> BatchResults:
     o = j.obj(j.loads(answer.content), "batch answer")
-    results: List[BatchResult] = []
-    for item in j.objects(o, "results"):
-        status = j.integer(item, "status")
-        replayed = j.boolean(item, "replayed")
-        entry = Entry.from_json(item["entry"]) if item.get("entry") is not None else None
-        problem = item.get("problem")
-        error = None
-        if isinstance(problem, dict):
-            error = error_from_answer(
-                status, j.dumps(problem), replayed=replayed, request_id=answer.request_id
-            )
-            if entry is None and "entry" in problem:
-                entry = Entry.from_json(problem["entry"])
-        results.append(
-            BatchResult(
-                status=status,
-                replayed=replayed,
-                entry=entry,
-                error=error,
-                problem=problem if isinstance(problem, dict) else None,
-            )
-        )
+    results = [_batch_result(item, answer.request_id) for item in j.objects(o, "results")]
     return BatchResults(results=results, attempts=answer.attempts)
 
 
@@ -431,3 +434,101 @@ def replay_webhook_events(endpoint_id: str, from_seq: int) -> Call[WebhookReplay
         _json_model(WebhookReplay.from_json),
         body=j.dumps({"from_seq": from_seq}),
     )
+
+
+# --- intents (docs/intents.md) ---------------------------------------------------
+
+
+def _text(value: str, name: str) -> str:
+    if not isinstance(value, str) or value == "":
+        raise ValueError(f"{name} must be a non-empty string")
+    return value
+
+
+def _int_or_none(value: Optional[int], name: str) -> Optional[int]:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    return value
+
+
+def _intent_path(intent_id: str) -> str:
+    return f"/v1/intents/{segment(intent_id, 'intent_id')}"
+
+
+def _intent(answer: Answer) -> Intent:
+    return Intent.from_json(j.loads(answer.content), replayed=answer.replayed)
+
+
+def _completion(answer: Answer) -> Intent:
+    o = j.obj(j.loads(answer.content), "intent completion")
+    entries = [_batch_result(item, answer.request_id) for item in j.objects(o, "entries")]
+    return Intent.from_json(o, replayed=answer.replayed, entries=entries)
+
+
+def claim_intent(
+    intent_id: str,
+    action: str,
+    params: Mapping[str, Any],
+    *,
+    lease_seconds: Optional[int],
+    max_attempts: Optional[int],
+) -> Call[Intent]:
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a JSON object (a dict), not {type(params).__name__}")
+    body: Dict[str, Any] = {
+        "intent_id": _text(intent_id, "intent_id"),
+        "action": _text(action, "action"),
+        "params": dict(params),
+    }
+    if _int_or_none(lease_seconds, "lease_seconds") is not None:
+        body["lease_seconds"] = lease_seconds
+    if _int_or_none(max_attempts, "max_attempts") is not None:
+        body["max_attempts"] = max_attempts
+    return Call("POST", "/v1/intents", _intent, body=j.dumps(body))
+
+
+def complete_intent(
+    intent_id: str, token: str, result: Any, entries: Optional[Sequence[BatchOperation]]
+) -> Call[Intent]:
+    body: Dict[str, Any] = {"token": _text(token, "token"), "result": result}
+    if entries is not None:
+        body["entries"] = [batch_item(op) for op in entries]
+    return Call("POST", f"{_intent_path(intent_id)}/complete", _completion, body=j.dumps(body))
+
+
+def fail_intent(
+    intent_id: str, token: str, code: str, message: str, *, retryable: bool
+) -> Call[Intent]:
+    if not isinstance(message, str):
+        raise TypeError(f"message must be a string, not {type(message).__name__}")
+    if not isinstance(retryable, bool):
+        raise TypeError("retryable must be a bool")
+    body = {
+        "token": _text(token, "token"),
+        "error": {"code": _text(code, "code"), "message": message},
+        "retryable": retryable,
+    }
+    return Call("POST", f"{_intent_path(intent_id)}/fail", _intent, body=j.dumps(body))
+
+
+def heartbeat_intent(intent_id: str, token: str, *, lease_seconds: Optional[int]) -> Call[Intent]:
+    body: Dict[str, Any] = {"token": _text(token, "token")}
+    if _int_or_none(lease_seconds, "lease_seconds") is not None:
+        body["lease_seconds"] = lease_seconds
+    return Call("POST", f"{_intent_path(intent_id)}/heartbeat", _intent, body=j.dumps(body))
+
+
+def get_intent(intent_id: str) -> Call[Intent]:
+    return Call("GET", _intent_path(intent_id), _intent)
+
+
+def list_intents(
+    *, status: Optional[str], action: Optional[str], after: Optional[str], limit: Optional[int]
+) -> Call[IntentPage]:
+    query: List[Tuple[str, QueryValue]] = [
+        ("status", status),
+        ("action", action),
+        ("after", after),
+        ("limit", limit),
+    ]
+    return Call("GET", target("/v1/intents", query), _json_model(IntentPage.from_json))

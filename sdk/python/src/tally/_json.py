@@ -20,8 +20,52 @@ def loads(content: bytes) -> Any:
 
 
 def dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON, the same bytes on every attempt."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """Compact UTF-8 JSON, the same bytes on every attempt. A ``Decimal`` is
+    written as the exact JSON number it is (``Decimal("49.00")`` → ``49.00``),
+    so what ``loads`` read is sent back unchanged; NaN and infinities, and
+    anything that is not JSON, raise ``ValueError`` or ``TypeError``."""
+    out: List[str] = []
+    _encode(value, out)
+    return "".join(out).encode("utf-8")
+
+
+def _encode(value: Any, out: List[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(json.dumps(value, ensure_ascii=False))
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    elif isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"{value} is not a JSON number")
+        out.append(format(value, "f"))
+    elif isinstance(value, float):
+        out.append(json.dumps(value, allow_nan=False))
+    elif isinstance(value, Mapping):
+        out.append("{")
+        for i, (key, item) in enumerate(value.items()):
+            if not isinstance(key, str):
+                raise TypeError(f"JSON object keys are strings, not {type(key).__name__}")
+            if i:
+                out.append(",")
+            out.append(json.dumps(key, ensure_ascii=False))
+            out.append(":")
+            _encode(item, out)
+        out.append("}")
+    elif isinstance(value, (list, tuple)):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _encode(item, out)
+        out.append("]")
+    else:
+        raise TypeError(f"a {type(value).__name__} is not JSON")
 
 
 def obj(value: Any, what: str = "value") -> JsonObject:

@@ -8,7 +8,7 @@ from datetime import date, datetime
 from typing import Callable, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 from urllib.parse import quote
 
-from .intents import Timestamp, timestamp_text
+from .requests import Timestamp, timestamp_text
 
 T = TypeVar("T")
 

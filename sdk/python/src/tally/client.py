@@ -20,8 +20,43 @@ from ._attempts import (
     transport_error,
 )
 from ._wire import Answer, Call
-from .errors import TallyError
+from .errors import IntentInProgress, TallyError
 from .intents import (
+    ClaimWait,
+    IntentOutcome,
+    OnceOptions,
+    Step,
+    ThreadHeartbeat,
+    failure_of,
+    lease_of,
+    outcome_of,
+    step_answer,
+)
+from .models import (
+    Account,
+    AccountPage,
+    AccountSummary,
+    AuditExport,
+    AuditHead,
+    AuditVerification,
+    Balance,
+    BatchResults,
+    Entry,
+    EntryPage,
+    Health,
+    Intent,
+    IntentPage,
+    Posted,
+    Statement,
+    Usage,
+    WebhookDelivery,
+    WebhookDeliveryPage,
+    WebhookEndpoint,
+    WebhookEndpointWithSecret,
+    WebhookReplay,
+)
+from .models import Hold as HoldView
+from .requests import (
     AccountSettings,
     Adjustment,
     Amount,
@@ -38,28 +73,6 @@ from .intents import (
     Unset,
     UsageDebit,
 )
-from .models import (
-    Account,
-    AccountPage,
-    AccountSummary,
-    AuditExport,
-    AuditHead,
-    AuditVerification,
-    Balance,
-    BatchResults,
-    Entry,
-    EntryPage,
-    Health,
-    Posted,
-    Statement,
-    Usage,
-    WebhookDelivery,
-    WebhookDeliveryPage,
-    WebhookEndpoint,
-    WebhookEndpointWithSecret,
-    WebhookReplay,
-)
-from .models import Hold as HoldView
 from .retry import RetryPolicy
 
 T = TypeVar("T")
@@ -72,7 +85,7 @@ class Client:
 
     Every mutating call takes the upstream system's stable ID as a required
     argument and sends the same bytes on every attempt, so a retry after a
-    lost answer is recognised by the server as the same intent and answered
+    lost answer is recognised by the server as the same request and answered
     with the recorded result (``Posted.replayed``). Only failures that may
     be transient are retried (connection errors, timeouts, 429, 5xx) under
     ``policy``; 4xx answers raise at once. When the policy gives up,
@@ -390,6 +403,181 @@ class Client:
                 return
             cursor = page.next_after_seq
 
+    # --- intents (docs/intents.md) ---------------------------------------------------
+
+    def claim_intent(
+        self,
+        intent_id: str,
+        action: str,
+        params: Mapping[str, Any],
+        *,
+        lease_seconds: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+    ) -> Intent:
+        """``POST /v1/intents``: claims ``intent_id`` (the caller's stable
+        business ID) for ``action`` with ``params`` (a JSON object) under a
+        lease of ``lease_seconds`` (server default 60). New, or its last lease
+        ran out or was released: ``status`` ``claimed`` with ``lease`` (its
+        ``token`` is shown only here). The outcome is stored: that outcome,
+        ``replayed``. Another claim's lease is live: ``IntentInProgress``
+        (``retry_after``, ``fence``), never retried by the policy. Another
+        ``action`` or other ``params``: ``IdempotencyConflict``. A retried
+        claim whose answer was lost gets ``IntentInProgress`` until that
+        lease runs out. ``once()`` does all of this."""
+        return self.run(
+            _calls.claim_intent(
+                intent_id, action, params, lease_seconds=lease_seconds, max_attempts=max_attempts
+            )
+        )
+
+    def complete_intent(
+        self,
+        intent_id: str,
+        token: str,
+        result: Any,
+        *,
+        entries: Optional[Sequence[BatchOperation]] = None,
+    ) -> Intent:
+        """``POST /v1/intents/{id}/complete``: stores ``succeeded`` with
+        ``result`` (any JSON) and commits ``entries`` (batch operations) in
+        the same transaction; ``Intent.entries`` answers each. Retried like
+        every call: the same body again is answered the same (``replayed``).
+        A token that is not the current claim's: ``LeaseLost``."""
+        return self.run(_calls.complete_intent(intent_id, token, result, entries))
+
+    def fail_intent(
+        self, intent_id: str, token: str, code: str, message: str, *, retryable: bool = False
+    ) -> Intent:
+        """``POST /v1/intents/{id}/fail``: stores ``failed`` with ``error``
+        ``{code, message}``, or with ``retryable=True`` releases the lease
+        (``released``; ``failed`` at the last attempt). The same body again
+        is answered the same. A token that is not the current claim's:
+        ``LeaseLost``."""
+        return self.run(_calls.fail_intent(intent_id, token, code, message, retryable=retryable))
+
+    def heartbeat_intent(
+        self, intent_id: str, token: str, *, lease_seconds: Optional[int] = None
+    ) -> Intent:
+        """``POST /v1/intents/{id}/heartbeat``: the live lease runs until now
+        + ``lease_seconds`` (server default 60; never shortened). A token
+        that is not the current claim's: ``LeaseLost``."""
+        return self.run(_calls.heartbeat_intent(intent_id, token, lease_seconds=lease_seconds))
+
+    def get_intent(self, intent_id: str) -> Intent:
+        """``GET /v1/intents/{id}``: the intent (never a token) with its
+        ``history``, one ``IntentChange`` per entry in the log."""
+        return self.run(_calls.get_intent(intent_id))
+
+    def list_intents(
+        self,
+        *,
+        status: Optional[str] = None,
+        action: Optional[str] = None,
+        after: Optional[str] = None,
+        limit: Optional[int] = None,
+    ) -> IntentPage:
+        """``GET /v1/intents``: one page in ``intent_id`` order, filtered by
+        ``status`` (``claimed``, ``released``, ``succeeded``, ``failed``, as
+        read now) and ``action``; pass ``next_after`` as ``after`` for the
+        next (or use ``iter_intents``); ``limit`` is 1 to 1,000 (default 100)."""
+        return self.run(_calls.list_intents(status=status, action=action, after=after, limit=limit))
+
+    def iter_intents(
+        self,
+        *,
+        status: Optional[str] = None,
+        action: Optional[str] = None,
+        after: Optional[str] = None,
+        page_size: Optional[int] = None,
+    ) -> Iterator[Intent]:
+        """Every intent matching the filters, page after page."""
+        cursor = after
+        while True:
+            page = self.list_intents(status=status, action=action, after=cursor, limit=page_size)
+            yield from page.intents
+            if page.next_after is None:
+                return
+            cursor = page.next_after
+
+    def once(
+        self,
+        intent_id: str,
+        action: str,
+        params: Mapping[str, Any],
+        step: Step,
+        *,
+        lease_seconds: int = 60,
+        max_attempts: int = 5,
+        wait_budget_seconds: Optional[float] = None,
+        heartbeat: bool = True,
+    ) -> IntentOutcome:
+        """Does ``step`` once for ``intent_id``, however often it is called.
+
+        Claims the intent. Its outcome stored already: returns it
+        (``replayed``), ``step`` is not called. Another claim's lease is
+        live: sleeps its ``Retry-After`` and claims again, and raises
+        ``IntentInProgress`` when the next claim would start after
+        ``wait_budget_seconds`` (default: two leases). Otherwise calls
+        ``step(lease)`` (a ``Lease``), heartbeating every third of the lease
+        on a background thread while it runs (``heartbeat=False``: never),
+        and stores what came of it:
+
+        - it returned: ``complete`` with the value as ``result`` (a
+          ``StepResult`` also brings ``entries``), and returns the outcome;
+        - it raised: ``fail`` with ``{code, message}`` (the class name, or a
+          ``StepError``'s ``code``), retryable for a ``RetryableStepError``
+          only, then raises the step's exception again. A ``BaseException``
+          that is not an ``Exception`` (``KeyboardInterrupt``) sends nothing:
+          the lease runs out.
+
+        ``complete`` and ``fail`` whose answers are lost are retried with the
+        same body, which the server answers as the first time. ``LeaseLost``
+        from the complete: the lease ran out and another claim took the
+        intent meanwhile; what this step did is not the stored outcome.
+        """
+        options = OnceOptions.of(lease_seconds, max_attempts, wait_budget_seconds)
+        waiting = ClaimWait(options.wait_budget)
+        while True:
+            try:
+                claimed = self.claim_intent(
+                    intent_id, action, params, lease_seconds=lease_seconds,
+                    max_attempts=max_attempts,
+                )  # fmt: skip
+                break
+            except IntentInProgress as busy:
+                time.sleep(waiting.delay_after(busy))
+        lease = lease_of(claimed)
+        if lease is None:
+            return outcome_of(claimed, replayed=True)
+        token = lease.token
+        beats = (
+            ThreadHeartbeat(
+                lambda: self._run(
+                    _calls.heartbeat_intent(intent_id, token, lease_seconds=lease_seconds),
+                    options.heartbeat_policy(self.policy),
+                ),
+                options.heartbeat_interval,
+            )
+            if heartbeat
+            else None
+        )
+        try:
+            try:
+                value = step(lease)
+            finally:
+                if beats is not None:
+                    beats.stop()
+        except Exception as error:
+            code, message, retryable = failure_of(error)
+            try:
+                self.fail_intent(intent_id, token, code, message, retryable=retryable)
+            except TallyError:
+                pass  # the fail was not stored: the lease runs out instead
+            raise
+        result, entries = step_answer(value)
+        completed = self.complete_intent(intent_id, token, result, entries=entries)
+        return outcome_of(completed, replayed=False)
+
     # --- audit ------------------------------------------------------------------------
 
     def get_audit_export(
@@ -514,20 +702,29 @@ class Client:
 
     def run(self, call: Call[T]) -> T:
         """Performs ``call`` under the retry policy."""
-        attempts = Attempts(self.policy, call, self.on_retry)
+        return self._run(call, self.policy)
+
+    def _run(self, call: Call[T], policy: RetryPolicy) -> T:
+        attempts = Attempts(policy, call, self.on_retry)
         request_id = str(uuid.uuid4())
         headers = request_headers(self._api_key, call, request_id)
         while True:
             attempts.begin()
             try:
-                return outcome(call, self._send_once(call, headers, attempts.count, request_id))
+                answer = self._send_once(call, headers, attempts.count, request_id, policy)
+                return outcome(call, answer)
             except TallyError as error:
                 time.sleep(attempts.delay_after(error))
 
     def _send_once(
-        self, call: Call[Any], headers: Dict[str, str], attempt: int, request_id: str
+        self,
+        call: Call[Any],
+        headers: Dict[str, str],
+        attempt: int,
+        request_id: str,
+        policy: RetryPolicy,
     ) -> Answer:
-        timeout = call.attempt_timeout(self.policy.request_timeout)
+        timeout = call.attempt_timeout(policy.request_timeout)
         deadline = time.monotonic() + timeout
         try:
             with self._http.stream(

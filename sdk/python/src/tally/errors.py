@@ -23,8 +23,10 @@ __all__ = [
     "HoldNotOpen",
     "IdempotencyConflict",
     "InsufficientFunds",
+    "IntentInProgress",
     "Internal",
     "InvalidRequest",
+    "LeaseLost",
     "MalformedJson",
     "MethodNotAllowed",
     "NotFound",
@@ -87,6 +89,16 @@ class TallyError(Exception):
         return self.message
 
 
+def _opt_str(problem: Mapping[str, Any], key: str) -> Optional[str]:
+    value = problem.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(problem: Mapping[str, Any], key: str) -> Optional[int]:
+    value = problem.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 # --- final answers (4xx) -------------------------------------------------
 
 
@@ -126,7 +138,10 @@ class MethodNotAllowed(TallyError):
 
 class IdempotencyConflict(TallyError):
     """409: the upstream ID already names ``entry_id`` with other parameters
-    (``differing_fields``). Nothing was written; a new intent needs a new ID."""
+    (``differing_fields``), or the intent ``intent_id`` was claimed with
+    another ``action`` or other ``params`` (``differing_fields`` names
+    ``action`` or ``params.<key>``). Nothing was written; a new request
+    needs a new ID."""
 
     code_name = "idempotency_conflict"
 
@@ -134,10 +149,45 @@ class IdempotencyConflict(TallyError):
         super().__init__(message, **kwargs)
         entry_id = self.problem.get("entry_id")
         self.entry_id: str = entry_id if isinstance(entry_id, str) else ""
+        """The entry the upstream ID names (``""`` for an intent's conflict)."""
+        self.intent_id: Optional[str] = _opt_str(self.problem, "intent_id")
+        """The intent claimed with other parameters (``None`` for an entry's conflict)."""
         fields = self.problem.get("differing_fields")
         self.differing_fields: List[str] = (
             [f for f in fields if isinstance(f, str)] if isinstance(fields, list) else []
         )
+
+
+class IntentInProgress(TallyError):
+    """409: another claim of intent ``intent_id`` holds a live lease (its
+    ``fence``) for ``retry_after`` more seconds (``Retry-After``, at least
+    1). Nothing was written. Claim again after that: the claim then gets the
+    outcome that claim stored, or the next attempt if its lease ran out.
+    Not retried by the client's policy (``once()`` waits within its budget)."""
+
+    code_name = "intent_in_progress"
+
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.intent_id: Optional[str] = _opt_str(self.problem, "intent_id")
+        self.fence: Optional[int] = _opt_int(self.problem, "fence")
+        """The fence of the claim that holds the lease."""
+        if self.retry_after is None:
+            seconds = _opt_int(self.problem, "retry_after_seconds")
+            self.retry_after = None if seconds is None else float(seconds)
+
+
+class LeaseLost(TallyError):
+    """409: the token is not intent ``intent_id``'s current claim's (its
+    lease ran out and another claim took the intent), or the intent's
+    outcome was stored by another call. Nothing changed: this worker's
+    complete, fail or heartbeat no longer counts."""
+
+    code_name = "lease_lost"
+
+    def __init__(self, message: str, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.intent_id: Optional[str] = _opt_str(self.problem, "intent_id")
 
 
 class PayloadTooLarge(TallyError):
@@ -197,7 +247,7 @@ class UnitMismatch(TallyError):
 
 
 class Rejected(TallyError):
-    """422: a stored rejection. The intent was decided against the ledger's
+    """422: a stored rejection. The request was decided against the ledger's
     state and recorded as a rejected ``entry`` (status ``rejected``), which
     every retry of the same upstream ID gets back. A new attempt needs a new
     upstream ID. ``entry`` is ``None`` only for a ``HoldNotOpen`` refused
@@ -329,6 +379,8 @@ _PROBLEM_CLASSES: List[Type[TallyError]] = [
     NotFound,
     MethodNotAllowed,
     IdempotencyConflict,
+    IntentInProgress,
+    LeaseLost,
     PayloadTooLarge,
     UnsupportedMediaType,
     InvalidRequest,

@@ -1,378 +1,287 @@
-"""Request bodies. Each mutating operation's body is one of these, built
-from the upstream system's own stable ID (a required field), so every
-attempt of a call sends the same bytes and a retry is a replay.
+"""Intents: a costly action done once (docs/intents.md).
 
-Money and quantities are ``Decimal`` (or ``int``), sent as plain decimal
-strings; a ``float`` is refused. Timestamps are aware ``datetime`` values
-or RFC 3339 strings. The operations a batch can hold (``UsageDebit``,
-``Payment``, ``Hold``, ``Refund``, ``Reversal``) are what
-``post_batch`` takes.
+``Client.once`` and ``AsyncClient.once`` claim an intent, run the caller's
+step under the lease (heartbeating while it runs), and store what came of
+it: the step's result with ``complete``, its exception with ``fail``. A
+claim of a finished intent gets the stored outcome back and runs nothing.
+What both clients share is here: the ``Lease`` a step gets, ``StepResult``,
+the step's errors, the ``IntentOutcome`` once returns, the wait for another
+claim's lease, and the background heartbeats (a thread, or an asyncio task).
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import threading
+import time
 from dataclasses import dataclass, field
-from datetime import datetime
-from decimal import Decimal
-from enum import Enum
-from typing import Any, ClassVar, Dict, Mapping, Optional, Union
+from typing import Any, Awaitable, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
-from .models import OverdraftLimit
+from .errors import DecodeError, IntentInProgress, LeaseLost, TallyError
+from .models import BatchResult, Intent, IntentFailure
+from .requests import BatchOperation
+from .retry import RetryPolicy
 
 __all__ = [
-    "AccountSettings",
-    "Adjustment",
-    "Amount",
-    "BatchOperation",
-    "Capture",
-    "Hold",
-    "Payment",
-    "Refund",
-    "Release",
-    "Reversal",
-    "Timestamp",
-    "UNSET",
-    "Unset",
-    "UsageDebit",
-    "decimal_text",
-    "timestamp_text",
+    "AsyncStep",
+    "IntentOutcome",
+    "Lease",
+    "RetryableStepError",
+    "Step",
+    "StepError",
+    "StepResult",
 ]
 
-class Unset(Enum):
-    """The type of ``UNSET``: an argument left out, where ``None`` means
-    something (``patch_webhook_endpoint(description=None)`` clears it)."""
-
-    UNSET = "UNSET"
-
-    def __repr__(self) -> str:
-        return "UNSET"
+MAX_ERROR_CODE_BYTES = 128
+MAX_ERROR_MESSAGE_BYTES = 4 * 1024
 
 
-UNSET = Unset.UNSET
-"""The default of arguments whose ``None`` is a value to send."""
+@dataclass(frozen=True)
+class Lease:
+    """What a step of ``once()`` gets: the claim it runs under. ``attempt``
+    greater than 1 says an earlier attempt ran (and may have acted
+    downstream: look before acting again). ``token`` names the claim (kept
+    out of ``repr``); ``expires_at`` is when the claim's lease ends unless
+    heartbeats move it on. Pass ``intent_id`` downstream as the idempotency
+    key of the action."""
 
-Amount = Union[Decimal, int]
-"""An exact amount or quantity: ``Decimal`` (or ``int``), never ``float``."""
+    intent_id: str
+    action: str
+    params: Dict[str, Any]
+    attempt: int
+    max_attempts: int
+    fence: int
+    token: str = field(repr=False)
+    expires_at: str
 
-Timestamp = Union[datetime, str]
-"""An aware ``datetime`` or an RFC 3339 string."""
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a step may return instead of a plain JSON value: the ``result``
+    to store and the ledger ``entries`` (``UsageDebit``, ``Payment``,
+    ``Hold``, ``Refund``, ``Reversal``, each keyed by its own upstream ID)
+    committed in the same transaction as the outcome: both or neither."""
+
+    result: Any = None
+    entries: Sequence[BatchOperation] = ()
 
 
-def decimal_text(value: Amount, name: str) -> str:
-    """The plain decimal text of an amount (``Decimal("1.50")`` → ``"1.50"``,
-    ``Decimal("1E+2")`` → ``"100"``). The server checks its range."""
-    if isinstance(value, bool) or not isinstance(value, (Decimal, int)):
-        raise TypeError(
-            f"{name} must be a decimal.Decimal or an int, not {type(value).__name__} "
-            "(money is never a float)"
+class StepError(Exception):
+    """An error a step raises to fail its intent with ``code`` (default: the
+    class name) and the message: final, the intent is stored ``failed``.
+    Any other exception fails it the same way with its class name as code."""
+
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "", *, code: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class RetryableStepError(StepError):
+    """An error a step raises when another attempt may succeed (the provider
+    was overloaded, a timeout): the intent is released (``released``) and
+    the next ``once()`` call runs the step again as the next attempt, until
+    ``max_attempts``, where it is stored ``failed``."""
+
+    retryable = True
+
+
+@dataclass(frozen=True)
+class IntentOutcome:
+    """What ``once()`` returns: the intent's stored outcome.
+
+    ``status`` is ``succeeded`` (``result``) or ``failed`` (``error``).
+    ``replayed`` is true when the outcome was stored before this call (the
+    claim answered it, the step did not run); ``entries`` holds the answers
+    to the step's entries when it ran here (each a ``BatchResult``: check
+    ``ok``), else ``[]``. ``intent`` is the server's last answer."""
+
+    intent_id: str
+    status: str
+    result: Any
+    error: Optional[IntentFailure]
+    replayed: bool
+    attempt: int
+    fence: int
+    entries: List[BatchResult]
+    intent: Intent = field(repr=False)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+
+Step = Callable[[Lease], Any]
+"""A step of ``Client.once``: returns a JSON value (the result) or a ``StepResult``."""
+
+AsyncStep = Callable[[Lease], Awaitable[Any]]
+"""A step of ``AsyncClient.once``: awaited, returns what a ``Step`` returns."""
+
+
+@dataclass(frozen=True)
+class OnceOptions:
+    """``once()``'s options, checked before anything is sent."""
+
+    lease_seconds: int
+    max_attempts: int
+    wait_budget: float
+
+    @classmethod
+    def of(
+        cls, lease_seconds: int, max_attempts: int, wait_budget_seconds: Optional[float]
+    ) -> OnceOptions:
+        for name, value in (("lease_seconds", lease_seconds), ("max_attempts", max_attempts)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1")
+        budget = 2.0 * lease_seconds if wait_budget_seconds is None else wait_budget_seconds
+        if budget < 0:
+            raise ValueError("wait_budget_seconds must not be negative")
+        return cls(lease_seconds, max_attempts, float(budget))
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """A heartbeat every third of the lease."""
+        return self.lease_seconds / 3
+
+    def heartbeat_policy(self, policy: RetryPolicy) -> RetryPolicy:
+        """``policy`` for one heartbeat: its retries end before the next one
+        is due, so the end of a step never waits long for one in flight."""
+        interval = self.heartbeat_interval
+        return dataclasses.replace(
+            policy,
+            total_budget=min(policy.total_budget, interval),
+            request_timeout=min(policy.request_timeout, interval),
         )
-    exact = Decimal(value)
-    if not exact.is_finite():
-        raise ValueError(f"{name} must be a finite decimal, not {value}")
-    return format(exact, "f")
 
 
-def timestamp_text(value: Timestamp, name: str) -> str:
-    if isinstance(value, datetime):
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(f"{name} must be timezone-aware (a naive datetime is ambiguous)")
-        return value.isoformat()
-    if isinstance(value, str):
-        return value
-    raise TypeError(f"{name} must be a datetime or an RFC 3339 string, not {type(value).__name__}")
+class ClaimWait:
+    """The waits for another claim's lease within ``once()``'s budget."""
+
+    def __init__(self, budget: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.budget = budget
+        self.clock = clock
+        self.started = clock()
+
+    def delay_after(self, busy: IntentInProgress) -> float:
+        """Seconds to sleep before claiming again (the ``Retry-After``), or
+        raises ``busy`` when the claim after it would start past the budget."""
+        delay = busy.retry_after if busy.retry_after is not None else 1.0
+        if self.clock() - self.started + delay > self.budget:
+            raise busy
+        return delay
 
 
-def _required_id(value: str, name: str) -> str:
-    if not isinstance(value, str) or value == "":
-        raise ValueError(
-            f"{name} is required: the upstream system's own stable ID, the same on every retry"
-        )
-    return value
-
-
-def _name(value: str, name: str) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string, not {type(value).__name__}")
-    return value
-
-
-def _metadata(value: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
-    if value is None:
+def lease_of(claimed: Intent) -> Optional[Lease]:
+    """The lease a claim got, or ``None`` when it answered the stored outcome."""
+    if claimed.lease is None:
+        if not claimed.finished:
+            raise DecodeError(
+                f"the claim of intent {claimed.intent_id!r} answered neither a lease "
+                f"nor an outcome (status {claimed.status!r})"
+            )
         return None
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise TypeError("metadata must map strings to strings")
-    return dict(value)
+    return Lease(
+        intent_id=claimed.intent_id,
+        action=claimed.action,
+        params=claimed.params,
+        attempt=claimed.attempt,
+        max_attempts=claimed.max_attempts,
+        fence=claimed.lease.fence,
+        token=claimed.lease.token,
+        expires_at=claimed.lease.expires_at,
+    )
 
 
-class _Body:
-    """A request body: its fields as JSON, ``None`` left out."""
-
-    def to_json(self) -> Dict[str, Any]:
-        raise NotImplementedError
-
-    @staticmethod
-    def _compact(fields: Dict[str, Any]) -> Dict[str, Any]:
-        return {k: v for k, v in fields.items() if v is not None}
-
-    def __post_init__(self) -> None:
-        self.to_json()  # refuse a bad value when the body is built, not when sent
-
-
-@dataclass(frozen=True)
-class UsageDebit(_Body):
-    """``POST /v1/usage-debits``: charge ``amount`` to ``account``."""
-
-    batch_type: ClassVar[str] = "usage_debit"
-    usage_record_id: str
-    account: str
-    amount: Amount
-    unit: str
-    meter: Optional[str] = None
-    quantity: Optional[Amount] = None
-    occurred_at: Optional[Timestamp] = None
-    counter_account: Optional[str] = None
-    metadata: Optional[Mapping[str, str]] = field(default=None, hash=False)
-
-    def to_json(self) -> Dict[str, Any]:
-        return self._compact(
-            {
-                "usage_record_id": _required_id(self.usage_record_id, "usage_record_id"),
-                "account": _name(self.account, "account"),
-                "amount": decimal_text(self.amount, "amount"),
-                "unit": _name(self.unit, "unit"),
-                "meter": self.meter,
-                "quantity": None
-                if self.quantity is None
-                else decimal_text(self.quantity, "quantity"),
-                "occurred_at": None
-                if self.occurred_at is None
-                else timestamp_text(self.occurred_at, "occurred_at"),
-                "counter_account": self.counter_account,
-                "metadata": _metadata(self.metadata),
-            }
-        )
+def outcome_of(intent: Intent, *, replayed: bool) -> IntentOutcome:
+    return IntentOutcome(
+        intent_id=intent.intent_id,
+        status=intent.status,
+        result=intent.result,
+        error=intent.error,
+        replayed=replayed,
+        attempt=intent.attempt,
+        fence=intent.fence,
+        entries=list(intent.entries or []),
+        intent=intent,
+    )
 
 
-@dataclass(frozen=True)
-class Payment(_Body):
-    """``POST /v1/payments``: credit ``amount`` to ``account``."""
-
-    batch_type: ClassVar[str] = "payment"
-    payment_id: str
-    account: str
-    amount: Amount
-    unit: str
-    processor: Optional[str] = None
-    occurred_at: Optional[Timestamp] = None
-    counter_account: Optional[str] = None
-    metadata: Optional[Mapping[str, str]] = field(default=None, hash=False)
-
-    def to_json(self) -> Dict[str, Any]:
-        return self._compact(
-            {
-                "payment_id": _required_id(self.payment_id, "payment_id"),
-                "account": _name(self.account, "account"),
-                "amount": decimal_text(self.amount, "amount"),
-                "unit": _name(self.unit, "unit"),
-                "processor": self.processor,
-                "occurred_at": None
-                if self.occurred_at is None
-                else timestamp_text(self.occurred_at, "occurred_at"),
-                "counter_account": self.counter_account,
-                "metadata": _metadata(self.metadata),
-            }
-        )
+def step_answer(value: Any) -> Tuple[Any, Optional[Sequence[BatchOperation]]]:
+    """The ``result`` and ``entries`` to complete with, from what a step returned."""
+    if isinstance(value, StepResult):
+        return value.result, (list(value.entries) if value.entries else None)
+    return value, None
 
 
-@dataclass(frozen=True)
-class Hold(_Body):
-    """``POST /v1/holds``: reserve ``amount`` until ``expires_at`` or for
-    ``ttl_seconds`` (exactly one of them)."""
-
-    batch_type: ClassVar[str] = "hold"
-    hold_id: str
-    account: str
-    amount: Amount
-    unit: str
-    ttl_seconds: Optional[int] = None
-    expires_at: Optional[Timestamp] = None
-    counter_account: Optional[str] = None
-    metadata: Optional[Mapping[str, str]] = field(default=None, hash=False)
-
-    def to_json(self) -> Dict[str, Any]:
-        if (self.ttl_seconds is None) == (self.expires_at is None):
-            raise ValueError("a hold needs exactly one of ttl_seconds and expires_at")
-        if self.ttl_seconds is not None and (
-            isinstance(self.ttl_seconds, bool) or not isinstance(self.ttl_seconds, int)
-        ):
-            raise TypeError("ttl_seconds must be an int")
-        return self._compact(
-            {
-                "hold_id": _required_id(self.hold_id, "hold_id"),
-                "account": _name(self.account, "account"),
-                "amount": decimal_text(self.amount, "amount"),
-                "unit": _name(self.unit, "unit"),
-                "ttl_seconds": self.ttl_seconds,
-                "expires_at": None
-                if self.expires_at is None
-                else timestamp_text(self.expires_at, "expires_at"),
-                "counter_account": self.counter_account,
-                "metadata": _metadata(self.metadata),
-            }
-        )
+def _cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` bytes of UTF-8, cut between characters."""
+    return text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
 
 
-@dataclass(frozen=True)
-class Capture(_Body):
-    """``POST /v1/holds/{hold_id}/capture``: post ``amount`` (at most the
-    hold's) and release the rest."""
-
-    capture_id: str
-    amount: Amount
-    metadata: Optional[Mapping[str, str]] = field(default=None, hash=False)
-
-    def to_json(self) -> Dict[str, Any]:
-        return self._compact(
-            {
-                "capture_id": _required_id(self.capture_id, "capture_id"),
-                "amount": decimal_text(self.amount, "amount"),
-                "metadata": _metadata(self.metadata),
-            }
-        )
+def failure_of(error: Exception) -> Tuple[str, str, bool]:
+    """The ``code``, ``message`` and ``retryable`` to fail with for a step's exception."""
+    code = error.code if isinstance(error, StepError) and error.code else type(error).__name__
+    retryable = isinstance(error, StepError) and error.retryable
+    code = _cut(code, MAX_ERROR_CODE_BYTES) or "error"
+    return code, _cut(str(error), MAX_ERROR_MESSAGE_BYTES), retryable
 
 
-@dataclass(frozen=True)
-class Release(_Body):
-    """``POST /v1/holds/{hold_id}/release``: release the whole hold."""
+class ThreadHeartbeat:
+    """Calls ``beat`` every ``interval`` seconds on a thread of its own until
+    ``stop()``. A ``LeaseLost`` ends the beats (the claim no longer counts;
+    the complete will say so); any other ``TallyError`` waits for the next."""
 
-    release_id: str
-    metadata: Optional[Mapping[str, str]] = field(default=None, hash=False)
+    def __init__(self, beat: Callable[[], object], interval: float) -> None:
+        self._beat = beat
+        self._interval = interval
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tally-heartbeat", daemon=True)
+        self._thread.start()
 
-    def to_json(self) -> Dict[str, Any]:
-        return self._compact(
-            {
-                "release_id": _required_id(self.release_id, "release_id"),
-                "metadata": _metadata(self.metadata),
-            }
-        )
+    def _run(self) -> None:
+        while not self._stopped.wait(self._interval):
+            try:
+                self._beat()
+            except LeaseLost:
+                return
+            except TallyError:
+                continue
 
-
-@dataclass(frozen=True)
-class Refund(_Body):
-    """``POST /v1/refunds``: refund part or all of payment ``payment_id``."""
-
-    batch_type: ClassVar[str] = "refund"
-    refund_id: str
-    payment_id: str
-    amount: Amount
-    reason: Optional[str] = None
-    metadata: Optional[Mapping[str, str]] = field(default=None, hash=False)
-
-    def to_json(self) -> Dict[str, Any]:
-        return self._compact(
-            {
-                "refund_id": _required_id(self.refund_id, "refund_id"),
-                "payment_id": _required_id(self.payment_id, "payment_id"),
-                "amount": decimal_text(self.amount, "amount"),
-                "reason": self.reason,
-                "metadata": _metadata(self.metadata),
-            }
-        )
+    def stop(self) -> None:
+        """No beat starts after this returns (one in flight is waited for)."""
+        self._stopped.set()
+        self._thread.join()
 
 
-@dataclass(frozen=True)
-class Reversal(_Body):
-    """``POST /v1/reversals``: undo entry ``entry_id``."""
+class TaskHeartbeat:
+    """The asyncio twin of ``ThreadHeartbeat``: a task that awaits ``beat``
+    every ``interval`` seconds until ``stop()`` cancels it."""
 
-    batch_type: ClassVar[str] = "reversal"
-    reversal_id: str
-    entry_id: str
-    reason: str
-    metadata: Optional[Mapping[str, str]] = field(default=None, hash=False)
+    def __init__(self, beat: Callable[[], Awaitable[object]], interval: float) -> None:
+        self._beat = beat
+        self._interval = interval
+        self._task = asyncio.ensure_future(self._run())
 
-    def to_json(self) -> Dict[str, Any]:
-        return self._compact(
-            {
-                "reversal_id": _required_id(self.reversal_id, "reversal_id"),
-                "entry_id": _required_id(self.entry_id, "entry_id"),
-                "reason": _name(self.reason, "reason"),
-                "metadata": _metadata(self.metadata),
-            }
-        )
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self._beat()
+            except LeaseLost:
+                return
+            except TallyError:
+                continue
 
-
-@dataclass(frozen=True)
-class Adjustment(_Body):
-    """``POST /v1/adjustments`` (scope ``admin``): a correction, ``credit``
-    or ``debit``, not bound by the overdraft floor."""
-
-    adjustment_id: str
-    account: str
-    amount: Amount
-    direction: str
-    reason: str
-    unit: Optional[str] = None
-    metadata: Optional[Mapping[str, str]] = field(default=None, hash=False)
-
-    def to_json(self) -> Dict[str, Any]:
-        if self.direction not in ("credit", "debit"):
-            raise ValueError('direction must be "credit" or "debit"')
-        return self._compact(
-            {
-                "adjustment_id": _required_id(self.adjustment_id, "adjustment_id"),
-                "account": _name(self.account, "account"),
-                "amount": decimal_text(self.amount, "amount"),
-                "direction": self.direction,
-                "reason": _name(self.reason, "reason"),
-                "unit": self.unit,
-                "metadata": _metadata(self.metadata),
-            }
-        )
-
-
-Overdraft = Union[str, OverdraftLimit]
-
-
-@dataclass(frozen=True)
-class AccountSettings(_Body):
-    """``PUT /v1/accounts/{account}`` (scope ``admin``): the settings, in
-    full. ``overdraft`` is ``"allow"`` (the server's default), ``"forbid"``
-    or ``OverdraftLimit(Decimal(...))``. ``low_balance`` (any sign) sets the
-    account's alert, sent as ``"alerts": {"low_balance": "<amount>"}``;
-    ``None`` sets none (the settings are in full: a set alert is cleared)."""
-
-    unit: str
-    overdraft: Optional[Overdraft] = None
-    metadata: Optional[Mapping[str, str]] = field(default=None, hash=False)
-    low_balance: Optional[Amount] = None
-
-    def to_json(self) -> Dict[str, Any]:
-        overdraft: Any = self.overdraft
-        if isinstance(overdraft, OverdraftLimit):
-            overdraft = {"limit": decimal_text(overdraft.limit, "overdraft.limit")}
-        elif overdraft is not None and overdraft not in ("allow", "forbid"):
-            raise ValueError('overdraft must be "allow", "forbid" or an OverdraftLimit')
-        return self._compact(
-            {
-                "unit": _name(self.unit, "unit"),
-                "overdraft": overdraft,
-                "metadata": _metadata(self.metadata),
-                "alerts": None
-                if self.low_balance is None
-                else {"low_balance": decimal_text(self.low_balance, "low_balance")},
-            }
-        )
-
-
-BatchOperation = Union[UsageDebit, Payment, Hold, Refund, Reversal]
-"""What ``POST /v1/batch`` can hold (adjustments, captures and releases are
-single-endpoint only)."""
-
-
-def batch_item(operation: BatchOperation) -> Dict[str, Any]:
-    if not isinstance(operation, (UsageDebit, Payment, Hold, Refund, Reversal)):
-        raise TypeError(
-            "a batch holds UsageDebit, Payment, Hold, Refund and Reversal operations, "
-            f"not {type(operation).__name__}"
-        )
-    return {"type": operation.batch_type, **operation.to_json()}
+    async def stop(self) -> None:
+        """Cancels the beats (one in flight too) and waits until they ended;
+        a cancellation of the caller meanwhile goes on to the caller."""
+        self._task.cancel()
+        await asyncio.wait({self._task})

@@ -40,6 +40,11 @@ __all__ = [
     "HeadSummary",
     "Health",
     "Hold",
+    "Intent",
+    "IntentChange",
+    "IntentFailure",
+    "IntentLease",
+    "IntentPage",
     "Movements",
     "OverdraftLimit",
     "Posted",
@@ -416,6 +421,155 @@ class BatchResults:
 
     def __getitem__(self, index: int) -> BatchResult:
         return self.results[index]
+
+
+@dataclass(frozen=True)
+class IntentLease:
+    """A claim's lease (``POST /v1/intents`` answered 201): the ``token``
+    names this claim in ``complete``, ``fail`` and ``heartbeat`` and is shown
+    only this once (kept out of ``repr``, like an API key); ``fence`` grows
+    by one with every claim of the intent."""
+
+    token: str = field(repr=False)
+    fence: int
+    expires_at: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> IntentLease:
+        o = j.obj(value, "lease")
+        return cls(
+            token=j.string(o, "token"),
+            fence=j.integer(o, "fence"),
+            expires_at=j.string(o, "expires_at"),
+        )
+
+
+@dataclass(frozen=True)
+class IntentFailure:
+    """An intent's ``error``: why it failed (or why its last attempt was
+    released); ``code`` ``lease_expired`` when its last lease ran out."""
+
+    code: str
+    message: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> IntentFailure:
+        o = j.obj(value, "intent error")
+        return cls(code=j.string(o, "code"), message=j.string(o, "message"))
+
+    def to_json(self) -> Dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class IntentChange:
+    """One change of an intent's state, its entry in the log: ``type`` is
+    ``claimed``, ``released``, ``succeeded`` or ``failed``."""
+
+    type: str
+    fence: Optional[int]
+    attempt: Optional[int]
+    at: str
+    seq: int
+    entry_id: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> IntentChange:
+        o = j.obj(value, "intent change")
+        return cls(
+            type=j.string(o, "type"),
+            fence=j.opt_integer(o, "fence"),
+            attempt=j.opt_integer(o, "attempt"),
+            at=j.string(o, "at"),
+            seq=j.integer(o, "seq"),
+            entry_id=j.string(o, "entry_id"),
+        )
+
+
+@dataclass(frozen=True)
+class Intent:
+    """An intent (docs/intents.md): a costly action done once, its
+    ``status`` ``claimed``, ``released``, ``succeeded`` or ``failed``.
+
+    ``lease`` is set only in the answer to a claim that got it (201);
+    ``lease_expires_at`` while a lease is live. ``result`` (any JSON,
+    numbers with a fraction as ``Decimal``) is a succeeded intent's outcome,
+    ``error`` a failed one's. ``history`` comes with ``get_intent`` only,
+    ``entries`` (one ``BatchResult`` per entry sent, in order) with
+    ``complete_intent`` only. ``replayed`` is true when the answer is a
+    stored outcome answered again (``Idempotent-Replayed: true``): a claim
+    of a finished intent, or the same complete or fail sent again."""
+
+    intent_id: str
+    action: str
+    params: Dict[str, Any]
+    status: str
+    attempt: int
+    """The attempt of the current or last claim (1 for the first)."""
+    max_attempts: int
+    fence: int
+    """The current or last claim's fence."""
+    lease_expires_at: Optional[str]
+    created_at: str
+    updated_at: str
+    lease: Optional[IntentLease] = None
+    result: Any = None
+    error: Optional[IntentFailure] = None
+    history: Optional[List[IntentChange]] = None
+    entries: Optional[List[BatchResult]] = None
+    replayed: bool = False
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the outcome is stored (``succeeded`` or ``failed``), for ever."""
+        return self.status in ("succeeded", "failed")
+
+    @classmethod
+    def from_json(
+        cls, value: Any, *, replayed: bool = False, entries: Optional[List[BatchResult]] = None
+    ) -> Intent:
+        o = j.obj(value, "intent")
+        lease, error, history = o.get("lease"), o.get("error"), o.get("history")
+        return cls(
+            intent_id=j.string(o, "intent_id"),
+            action=j.string(o, "action"),
+            params=dict(j.obj(o.get("params"), "params")),
+            status=j.string(o, "status"),
+            attempt=j.integer(o, "attempt"),
+            max_attempts=j.integer(o, "max_attempts"),
+            fence=j.integer(o, "fence"),
+            lease_expires_at=j.opt_string(o, "lease_expires_at"),
+            created_at=j.string(o, "created_at"),
+            updated_at=j.string(o, "updated_at"),
+            lease=None if lease is None else IntentLease.from_json(lease),
+            result=o.get("result"),
+            error=None if error is None else IntentFailure.from_json(error),
+            history=None
+            if history is None
+            else [IntentChange.from_json(c) for c in j.objects(o, "history")],
+            entries=entries,
+            replayed=replayed,
+            raw=o,
+        )
+
+
+@dataclass(frozen=True)
+class IntentPage:
+    """One page of ``GET /v1/intents`` in ``intent_id`` order; pass
+    ``next_after`` as ``after`` until it is ``None`` (a page may hold fewer
+    than ``limit`` when the filters skip intents)."""
+
+    intents: List[Intent]
+    next_after: Optional[str]
+
+    @classmethod
+    def from_json(cls, value: Any) -> IntentPage:
+        o = j.obj(value, "intent page")
+        return cls(
+            intents=[Intent.from_json(i) for i in j.objects(o, "intents")],
+            next_after=j.opt_string(o, "next_after"),
+        )
 
 
 @dataclass(frozen=True)
