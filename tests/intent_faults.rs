@@ -86,7 +86,7 @@ async fn work(client: Client, n: usize, first: bool, counter: Counter) -> bool {
                     Trouble::Fails => Err(StepError::retryable("busy", "downstream busy")),
                     Trouble::None => Ok(StepOutput {
                         result: json!({"fence": lease.fence}),
-                        entries: if n % 5 == 0 {
+                        entries: if n.is_multiple_of(5) {
                             vec![Operation::UsageDebit(UsageDebit::new(
                                 format!("use_{n}"),
                                 "cust",
@@ -203,7 +203,7 @@ async fn five_hundred_intents_under_faults_each_have_one_outcome(engine: Engine)
                 "{intent_id}: a call under fence {fence} no claim made: {history:?}"
             );
         }
-        if intent.result.is_some() && n % 5 == 0 {
+        if intent.result.is_some() && n.is_multiple_of(5) {
             debited += 1;
         }
         if let Some(result) = &intent.result {
