@@ -12,6 +12,7 @@
 //! through a channel for every request) 25–44 µs (measured on the 2-core
 //! machine of docs/performance.md).
 
+use std::borrow::Cow;
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,13 +43,20 @@ pub const SINGLE_PATH: &str = "/v1/usage-debits";
 
 /// One request to send: path, body, and how many entries it carries.
 pub struct Request {
-    pub path: &'static str,
+    pub path: Cow<'static, str>,
     pub body: Bytes,
     pub rows: u64,
     /// Its own `Authorization` line ([`auth_line`]), e.g. another tenant's
     /// key; the run's key if `None`.
     pub auth: Option<Arc<str>>,
+    /// A request made from this one's 2xx answer body, sent next on the
+    /// same connection (an intent's `complete` after its claim); `rows`
+    /// count once the last of the chain succeeds.
+    pub then: Option<FollowUp>,
 }
+
+/// Builds the next request of a chain from an answer body.
+pub type FollowUp = fn(&[u8]) -> Option<Request>;
 
 /// The `Authorization` header line of `key`, as [`Request::auth`] takes it.
 pub fn auth_line(key: &str) -> Arc<str> {
@@ -61,6 +69,8 @@ pub struct Connection {
     /// Bytes read and not yet consumed by an answer.
     read: Vec<u8>,
     write: Vec<u8>,
+    /// The last answer's body, when its request asked for it.
+    body: Vec<u8>,
 }
 
 /// No request of the benchmark may take longer than this; one that does is
@@ -107,11 +117,14 @@ impl Target {
             stream,
             read: Vec::with_capacity(8 * 1024),
             write: Vec::with_capacity(4 * 1024),
+            body: Vec::new(),
         })
     }
 
-    /// Sends `req` on `conn`, reading the whole answer; returns its status.
-    /// An error leaves the connection unusable: the caller drops it.
+    /// Sends `req` on `conn`, reading the whole answer; returns its status
+    /// (and, for a request with a follow-up, keeps its body in
+    /// `conn.body`). An error leaves the connection unusable: the caller
+    /// drops it.
     pub async fn send(&self, conn: &mut Connection, req: &Request) -> anyhow::Result<u16> {
         conn.write.clear();
         conn.write.extend_from_slice(b"POST ");
@@ -123,9 +136,10 @@ impl Target {
         // Writing to a Vec cannot fail.
         let _ = write!(conn.write, "Content-Length: {}\r\n\r\n", req.body.len());
         conn.write.extend_from_slice(&req.body);
+        let keep = req.then.is_some().then_some(&mut conn.body);
         let exchange = async {
             conn.stream.write_all(&conn.write).await?;
-            read_answer(&mut conn.stream, &mut conn.read).await
+            read_answer(&mut conn.stream, &mut conn.read, keep).await
         };
         tokio::time::timeout(REQUEST_TIMEOUT, exchange)
             .await
@@ -134,9 +148,16 @@ impl Target {
 }
 
 /// Reads one HTTP/1.1 answer from `stream` (bytes already in `buf` first),
-/// its body whole (`Content-Length` or chunked); returns its status and
-/// leaves in `buf` whatever followed it.
-async fn read_answer(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<u16> {
+/// its body whole (`Content-Length` or chunked), copied into `keep` if
+/// given; returns its status and leaves in `buf` whatever followed it.
+async fn read_answer(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    mut keep: Option<&mut Vec<u8>>,
+) -> anyhow::Result<u16> {
+    if let Some(k) = keep.as_deref_mut() {
+        k.clear();
+    }
     let (status, head_len, body) = loop {
         let mut headers = [httparse::EMPTY_HEADER; 32];
         let mut answer = httparse::Response::new(&mut headers);
@@ -164,6 +185,9 @@ async fn read_answer(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Resul
             while buf.len() < n {
                 fill(stream, buf).await?;
             }
+            if let Some(k) = keep.as_deref_mut() {
+                k.extend_from_slice(&buf[..n]);
+            }
             buf.drain(..n);
         }
         Body::Chunked => loop {
@@ -180,6 +204,9 @@ async fn read_answer(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Resul
             let whole = line_end + 2 + size + 2;
             while buf.len() < whole {
                 fill(stream, buf).await?;
+            }
+            if let Some(k) = keep.as_deref_mut() {
+                k.extend_from_slice(&buf[line_end + 2..line_end + 2 + size]);
             }
             buf.drain(..whole);
             if size == 0 {
@@ -234,13 +261,24 @@ where
             while Instant::now() < deadline {
                 let req = make(&mut rng);
                 let t0 = Instant::now();
-                // A connection that failed is dropped; the next request opens another.
+                // A connection that failed is dropped; the next request opens
+                // another. A chain's requests go one after the other, and
+                // its time and status are the whole chain's.
                 let status = async {
                     let mut c = match conn.take() {
                         Some(c) => c,
                         None => target.connect().await?,
                     };
-                    let status = target.send(&mut c, &req).await?;
+                    let mut status = target.send(&mut c, &req).await?;
+                    let mut then = req.then;
+                    while let (Some(follow), 200 | 201) = (then, status) {
+                        let Some(next) = follow(&c.body) else {
+                            break;
+                        };
+                        stats.requests += 1;
+                        status = target.send(&mut c, &next).await?;
+                        then = next.then;
+                    }
                     conn = Some(c);
                     anyhow::Ok(status)
                 }

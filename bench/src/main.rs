@@ -7,6 +7,7 @@
 mod cpu;
 mod engine;
 mod http_load;
+mod intents;
 mod nodes;
 mod perf_record;
 mod pg_wal;
@@ -60,7 +61,7 @@ pub struct Args {
     #[arg(long)]
     keep: bool,
     /// Measure only these scenarios (comma-separated keys: single1, single16,
-    /// single64, batch100, batch1000, hot, replay50, retry50, replay100,
+    /// single64, batch100, batch1000, hot, replay50, retry50, intents64, replay100,
     /// tenants300, tenants10k); all by default.
     #[arg(long, default_value = "")]
     only: String,

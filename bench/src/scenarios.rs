@@ -24,10 +24,11 @@ pub struct Scenario {
 /// One `POST /v1/usage-debits`.
 pub fn single(body: Value) -> Request {
     Request {
-        path: http_load::SINGLE_PATH,
+        path: http_load::SINGLE_PATH.into(),
         body: body.to_string().into(),
         rows: 1,
         auth: None,
+        then: None,
     }
 }
 
@@ -36,10 +37,11 @@ pub fn batch(bodies: impl Iterator<Item = Value>) -> Request {
     let ops: Vec<Value> = bodies.map(with_type).collect();
     let rows = ops.len() as u64;
     Request {
-        path: "/v1/batch",
+        path: "/v1/batch".into(),
         body: json!({ "operations": ops }).to_string().into(),
         rows,
         auth: None,
+        then: None,
     }
 }
 
@@ -139,6 +141,13 @@ pub fn all(preloaded: u64, tenants: &Tenants) -> Vec<Scenario> {
             }),
         },
         Scenario {
+            key: "intents64",
+            name: "intent claim + complete, 64 clients",
+            clients: 64,
+            raw: None,
+            make: Box::new(crate::intents::claim),
+        },
+        Scenario {
             key: "replay100",
             name: "100% replays, single, 64 clients",
             clients: 64,
@@ -189,7 +198,14 @@ impl Pairing {
     /// Each is measured between two halves of an all-new run (A-B-A): a
     /// drift of the machine or the ledger over the three windows, if
     /// steady, weighs the same on both sides of the ratio.
-    pub const ALL: [Pairing; 5] = [
+    pub const ALL: [Pairing; 6] = [
+        // Two round trips per intent (claim, then complete with the
+        // token the claim answered), against one per single debit.
+        Pairing {
+            key: "intents64",
+            target: "intents claimed + completed / all new (single @64)",
+            goal: 0.5,
+        },
         Pairing {
             key: "hot",
             target: "hot @revenue / spread counter accounts (single @64)",

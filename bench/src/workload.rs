@@ -115,10 +115,11 @@ impl RecentPosts {
         let back = Self::SETTLED + rng.below(settled as u64) as usize;
         let at = (ring.pushed - 1 - back) % Self::WINDOW;
         Some(super::http_load::Request {
-            path: super::http_load::SINGLE_PATH,
+            path: super::http_load::SINGLE_PATH.into(),
             body: ring.bodies[at].clone(),
             rows: 1,
             auth: None,
+            then: None,
         })
     }
 }

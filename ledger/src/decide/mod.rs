@@ -32,6 +32,8 @@ mod append;
 mod debits;
 mod decision;
 mod holds;
+#[cfg(test)]
+mod intent_tests;
 mod intents;
 mod limits;
 mod plan;
