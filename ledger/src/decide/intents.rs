@@ -80,8 +80,7 @@ pub(super) fn decide_intent(
         out,
     };
     let answer = match (op, record) {
-        (IntentOp::Claim(c), None) => step.claim(c, None),
-        (IntentOp::Claim(c), Some(r)) => step.claim(c, Some(r)),
+        (IntentOp::Claim(c), record) => step.claim(c, record),
         (_, None) => IntentAnswer::NotFound,
         (IntentOp::Complete(c), Some(r)) => step.complete(c, r),
         (IntentOp::Fail(f), Some(r)) => step.fail(f, r),
