@@ -46,7 +46,8 @@ install_citus() {
             "only as root from $archive" >&2
         exit 1
     fi
-    echo "Citus is missing; installing $archive"
+    # Standard error: standard output is the URL alone.
+    echo "Citus is missing; installing $archive" >&2
     tar -xzf "$archive" -C /
     [ -f "$libdir/citus.so" ] || { echo "FATAL: $archive did not install citus.so" >&2; exit 1; }
 }

@@ -266,7 +266,7 @@ async fn replays_after_a_long_run_of_new_keys_are_still_replays(engine: Engine) 
     let server = ledger.server_with(&["--recent-entries-mib", "0"]).await;
     let first = post_new_keys(&server, &key, "a", 1_000).await;
     post_new_keys(&server, &key, "b", 1_000).await;
-    let unlooked = counter(&server, "tally_writer_intents_not_looked_up_total").await;
+    let unlooked = counter(&server, "tally_writer_requests_not_looked_up_total").await;
     assert!(
         unlooked >= 1_000,
         "the second batch went unlooked: {unlooked}"
@@ -286,7 +286,7 @@ async fn replays_after_a_long_run_of_new_keys_are_still_replays(engine: Engine) 
     // Unlooked again after another run; then a batch of a new key, a
     // replay, a conflict and the new key again.
     post_new_keys(&server, &key, "c", 1_000).await;
-    let before = counter(&server, "tally_writer_intents_not_looked_up_total").await;
+    let before = counter(&server, "tally_writer_requests_not_looked_up_total").await;
     let ops = json!({"operations": [
         op("usage_debit", debit("d0", "cust", "1")),
         op("usage_debit", debit("a8", "cust", "1")),
@@ -296,7 +296,7 @@ async fn replays_after_a_long_run_of_new_keys_are_still_replays(engine: Engine) 
     let (results, statuses) = post_batch(&server, &key, &ops).await;
     assert_eq!(statuses, vec![201, 200, 409, 200], "{results:?}");
     assert_eq!(
-        counter(&server, "tally_writer_intents_not_looked_up_total").await,
+        counter(&server, "tally_writer_requests_not_looked_up_total").await,
         before + 4,
         "the mixed batch went unlooked"
     );

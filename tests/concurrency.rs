@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 engine_tests!(
     fifty_concurrent_identical_requests_make_one_entry,
-    two_servers_on_one_database_make_one_entry_per_intent,
+    two_servers_on_one_database_make_one_entry_per_upstream_id,
     two_hundred_concurrent_distinct_debits_stay_exact,
     servers_taking_turns_on_one_account_never_decide_on_a_stale_balance,
     a_rebuild_makes_a_running_writer_read_balances_again,
@@ -70,7 +70,7 @@ async fn fifty_concurrent_identical_requests_make_one_entry(engine: Engine) {
     assert_eq!(server.balance(&key, "cust").await["posted"], "-0.25");
 }
 
-async fn two_servers_on_one_database_make_one_entry_per_intent(engine: Engine) {
+async fn two_servers_on_one_database_make_one_entry_per_upstream_id(engine: Engine) {
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", "post,read").await;
     let a = Arc::new(ledger.server().await);
@@ -85,7 +85,7 @@ async fn two_servers_on_one_database_make_one_entry_per_intent(engine: Engine) {
             )
         })
         .collect();
-    // Plus 40 distinct intents, each sent to both servers at once.
+    // Plus 40 distinct requests, each sent to both servers at once.
     for i in 0..40 {
         let body = debit(&format!("ur_{i}"), &format!("cust_{}", i % 4), "0.5");
         calls.push((a.clone(), "/v1/usage-debits", body.clone()));
@@ -274,7 +274,7 @@ async fn two_hundred_concurrent_distinct_debits_stay_exact(engine: Engine) {
 async fn a_full_writer_queue_answers_429_with_retry_after(engine: Engine) {
     let ledger = Ledger::new(engine).await;
     let key = ledger.key("acme", "post,read").await;
-    // Ten intents fill the queue; the writer lingers so they stay queued.
+    // Ten requests fill the queue; the writer lingers so they stay queued.
     let server = Arc::new(
         ledger
             .server_with(&["--queue-capacity", "10", "--linger-ms", "800"])

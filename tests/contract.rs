@@ -48,7 +48,7 @@ async fn a_replay_returns_the_same_bytes_with_200_and_the_header(engine: Engine)
         .starts_with("sha256:"));
 
     // "1.5" instead of "1.50", keys reordered, the same instant in another
-    // offset: the same intent.
+    // offset: the same request.
     let same = json!({
         "metadata": {"model": "m1"}, "occurred_at": "2026-11-29T11:00:00+01:00",
         "quantity": 1250, "meter": "llm-tokens", "unit": "USD", "amount": "1.5",
@@ -68,7 +68,7 @@ async fn a_replay_returns_the_same_bytes_with_200_and_the_header(engine: Engine)
     let p2 = server.post("/v1/payments", &key, &payment).await;
     assert_eq!((p2.status, p2.replayed()), (200, true));
     assert_eq!(p2.body, p1.body);
-    // The same upstream ID under another kind is another intent.
+    // The same upstream ID under another kind is another request.
     let other_kind = server
         .post("/v1/usage-debits", &key, &debit("pay_1", "cust_42", "1"))
         .await;
@@ -334,7 +334,7 @@ async fn a_unit_mismatch_is_refused_and_writes_nothing(engine: Engine) {
         "{r:?}"
     );
     assert_eq!(r.json()["unit"], "USD");
-    // Not stored: the same ID in the right unit is a new intent, not a replay.
+    // Not stored: the same ID in the right unit is a new request, not a replay.
     let mut retry = credits.clone();
     retry["unit"] = json!("USD");
     assert_eq!(
@@ -395,7 +395,7 @@ async fn keys_scopes_and_tenants_are_enforced(engine: Engine) {
     let created = server.post("/v1/usage-debits", &acme, &body).await;
     assert_eq!(created.status, 201);
     let id = created.json()["id"].as_str().unwrap().to_owned();
-    // Another tenant sees nothing, and the same upstream ID is its own intent.
+    // Another tenant sees nothing, and the same upstream ID is its own request.
     let r = server.get(&format!("/v1/entries/{id}"), &globex).await;
     assert_eq!((r.status, r.code().as_str()), (404, "not_found"));
     let r = server.get("/v1/accounts/cust/balance", &globex).await;

@@ -1,10 +1,10 @@
-//! The fault suite: every intent takes effect exactly once and nothing
+//! The fault suite: every request takes effect exactly once and nothing
 //! acknowledged is lost, with real processes and real faults, on both engines.
 //!
 //! Run alone with `cargo test -p tally-api --test faults -- --nocapture`;
-//! `TALLY_FAULT_SOAK=N` multiplies intents and workers by N (bounded: every
+//! `TALLY_FAULT_SOAK=N` multiplies requests and workers by N (bounded: every
 //! scenario still stops by itself). Each engine prints its table:
-//! scenario × intents, deliveries, faults injected, entries posted,
+//! scenario × requests, deliveries, faults injected, entries posted,
 //! duplicates, lost acknowledgements, late replay, verify.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -23,7 +23,7 @@ use common::{Engine, Ledger, Server};
 use rust_decimal::Decimal;
 use tally_client::{Client, ClientError, RetryPolicy, UsageDebit};
 
-engine_tests!(every_intent_takes_effect_exactly_once_under_faults);
+engine_tests!(every_request_takes_effect_exactly_once_under_faults);
 
 fn soak() -> usize {
     std::env::var("TALLY_FAULT_SOAK")
@@ -43,7 +43,7 @@ fn policy() -> RetryPolicy {
     }
 }
 
-fn intent(scenario: &str, i: usize) -> UsageDebit {
+fn request(scenario: &str, i: usize) -> UsageDebit {
     let mut d = UsageDebit::new(
         format!("{scenario}-{i}"),
         format!("cust_{}", i % 7),
@@ -57,7 +57,7 @@ fn intent(scenario: &str, i: usize) -> UsageDebit {
 /// What one scenario did and what the ledger shows afterwards.
 struct Report {
     scenario: &'static str,
-    intents: usize,
+    requests: usize,
     deliveries: u64,
     faults: u64,
     posted: usize,
@@ -75,7 +75,7 @@ impl Acks {
     fn record(&self, id: &str, body: &[u8]) {
         let mut acks = self.0.lock().unwrap();
         let first = acks.entry(id.to_owned()).or_insert_with(|| body.to_vec());
-        // Every acknowledgement of one intent is the same entry, byte for byte.
+        // Every acknowledgement of one request is the same entry, byte for byte.
         assert_eq!(
             String::from_utf8_lossy(first),
             String::from_utf8_lossy(body),
@@ -96,7 +96,7 @@ async fn deliver(client: &Client, debit: &UsageDebit, acks: &Acks, deliveries: &
     }
 }
 
-/// A worker: delivers its intents one after another through `client`,
+/// A worker: delivers its requests one after another through `client`,
 /// pausing `pace` between them.
 fn spawn_worker(
     client: Client,
@@ -118,7 +118,7 @@ fn spawn_worker(
 }
 
 /// Load that lasts as long as a fault phase does: worker `w` of `workers`
-/// keeps delivering new intents (recorded in `sent`) until `stop` is set.
+/// keeps delivering new requests (recorded in `sent`) until `stop` is set.
 #[allow(clippy::too_many_arguments)]
 fn spawn_open_worker(
     client: Client,
@@ -136,7 +136,7 @@ fn spawn_open_worker(
     tokio::spawn(async move {
         let mut k = 0;
         while !stop.load(Ordering::Relaxed) {
-            let d = intent(scenario, k * workers + w);
+            let d = request(scenario, k * workers + w);
             sent.lock().unwrap().push(d.clone());
             deliver(&client, &d, &acks, &deliveries).await;
             k += 1;
@@ -147,13 +147,13 @@ fn spawn_open_worker(
 }
 
 /// The invariant, checked from the outside: exactly one posted entry per
-/// intent, every acknowledgement present and identical after a restart,
+/// request, every acknowledgement present and identical after a restart,
 /// balances equal to the fold of the log (`tally verify`).
 async fn check(
     scenario: &'static str,
     ledger: &Ledger,
     key: &str,
-    intents: &[UsageDebit],
+    requests: &[UsageDebit],
     acks: &Acks,
     deliveries: u64,
     faults: u64,
@@ -168,7 +168,7 @@ async fn check(
             .push(e);
     }
     let duplicates = per_key.values().map(|v| v.len().saturating_sub(1)).sum();
-    let posted = intents
+    let posted = requests
         .iter()
         .filter(|i| per_key.contains_key(&i.usage_record_id))
         .count();
@@ -183,10 +183,10 @@ async fn check(
                 .unwrap_or(true)
         })
         .count();
-    // Late replay: every intent again, to a freshly started server.
+    // Late replay: every request again, to a freshly started server.
     let client = Client::new(&server.base, key, policy()).unwrap();
     let mut identical = true;
-    for i in intents {
+    for i in requests {
         let again = client.post_usage_debit(i).await.unwrap();
         identical &= again.replayed && acks.get(&i.usage_record_id) == Some(&again.body);
     }
@@ -194,7 +194,7 @@ async fn check(
     assert!(verify, "{scenario}: verify failed: {out}");
     Report {
         scenario,
-        intents: intents.len(),
+        requests: requests.len(),
         deliveries,
         faults,
         posted,
@@ -218,14 +218,14 @@ async fn timeout_after_success(engine: &Engine, fault: Fault, name: &'static str
     let server = ledger.server().await;
     let proxy = Proxy::start(server.addr()).await;
     proxy.set_fault(fault);
-    let intents: Vec<UsageDebit> = (0..40 * soak()).map(|i| intent(name, i)).collect();
+    let requests: Vec<UsageDebit> = (0..40 * soak()).map(|i| request(name, i)).collect();
     let acks = Acks::default();
     let deliveries = Arc::new(AtomicU64::new(0));
     let workers = 8 * soak();
     let mut tasks = Vec::new();
     for w in 0..workers {
         let client = Client::new(proxy.url(), &key, policy()).unwrap();
-        let mine: Vec<UsageDebit> = intents.iter().skip(w).step_by(workers).cloned().collect();
+        let mine: Vec<UsageDebit> = requests.iter().skip(w).step_by(workers).cloned().collect();
         tasks.push(spawn_worker(
             client,
             mine,
@@ -244,7 +244,7 @@ async fn timeout_after_success(engine: &Engine, fault: Fault, name: &'static str
         name,
         &ledger,
         &key,
-        &intents,
+        &requests,
         &acks,
         deliveries.load(Ordering::Relaxed),
         faults,
@@ -252,23 +252,23 @@ async fn timeout_after_success(engine: &Engine, fault: Fault, name: &'static str
     .await
 }
 
-/// Scenario 2: The same intent delivered 2–5 times: in order, out of order, at once.
+/// Scenario 2: The same request delivered 2–5 times: in order, out of order, at once.
 async fn duplicate_delivery(engine: &Engine) -> Report {
     let (ledger, key) = fresh(engine).await;
     let server = ledger.server().await;
     let client = Client::new(&server.base, &key, policy()).unwrap();
-    let intents: Vec<UsageDebit> = (0..45 * soak()).map(|i| intent("dup", i)).collect();
+    let requests: Vec<UsageDebit> = (0..45 * soak()).map(|i| request("dup", i)).collect();
     let acks = Acks::default();
     let deliveries = AtomicU64::new(0);
     let times = |i: usize| 2 + i % 4;
-    // In order: each intent k times in a row.
-    for (i, d) in intents.iter().enumerate().filter(|(i, _)| i % 3 == 0) {
+    // In order: each request k times in a row.
+    for (i, d) in requests.iter().enumerate().filter(|(i, _)| i % 3 == 0) {
         for _ in 0..times(i) {
             deliver(&client, d, &acks, &deliveries).await;
         }
     }
-    // Out of order: rounds over the intents in reverse, then forward.
-    let out_of_order: Vec<(usize, &UsageDebit)> = intents
+    // Out of order: rounds over the requests in reverse, then forward.
+    let out_of_order: Vec<(usize, &UsageDebit)> = requests
         .iter()
         .enumerate()
         .filter(|(i, _)| i % 3 == 1)
@@ -285,22 +285,22 @@ async fn duplicate_delivery(engine: &Engine) -> Report {
             }
         }
     }
-    // Simultaneously: all k deliveries of an intent at once.
+    // Simultaneously: all k deliveries of a request at once.
     let mut all = Vec::new();
-    for (i, d) in intents.iter().enumerate().filter(|(i, _)| i % 3 == 2) {
+    for (i, d) in requests.iter().enumerate().filter(|(i, _)| i % 3 == 2) {
         for _ in 0..times(i) {
             all.push(deliver(&client, d, &acks, &deliveries));
         }
     }
     futures::future::join_all(all).await;
     let n = deliveries.load(Ordering::Relaxed);
-    let faults = n - intents.len() as u64; // every extra delivery is a duplicate
+    let faults = n - requests.len() as u64; // every extra delivery is a duplicate
     drop(server);
     check(
         "duplicate delivery",
         &ledger,
         &key,
-        &intents,
+        &requests,
         &acks,
         n,
         faults,
@@ -313,15 +313,15 @@ async fn duplicate_delivery(engine: &Engine) -> Report {
 async fn concurrent_workers(engine: &Engine) -> Report {
     let (ledger, key) = fresh(engine).await;
     let servers: Vec<Server> = futures::future::join_all((0..3).map(|_| ledger.server())).await;
-    let intents: Vec<UsageDebit> = (0..60 * soak()).map(|i| intent("multi", i)).collect();
+    let requests: Vec<UsageDebit> = (0..60 * soak()).map(|i| request("multi", i)).collect();
     let acks = Acks::default();
     let deliveries = Arc::new(AtomicU64::new(0));
     let workers = 9;
     let mut tasks = Vec::new();
     for w in 0..workers {
         let client = Client::new(&servers[w % 3].base, &key, policy()).unwrap();
-        // Each intent is owned by two workers on two different servers.
-        let mine: Vec<UsageDebit> = intents
+        // Each request is owned by two workers on two different servers.
+        let mine: Vec<UsageDebit> = requests
             .iter()
             .enumerate()
             .filter(|(i, _)| i % workers == w || (i + 4) % workers == w)
@@ -344,10 +344,10 @@ async fn concurrent_workers(engine: &Engine) -> Report {
         "concurrent workers, 3 servers",
         &ledger,
         &key,
-        &intents,
+        &requests,
         &acks,
         n,
-        n - intents.len() as u64,
+        n - requests.len() as u64,
     )
     .await
 }
@@ -412,10 +412,10 @@ async fn restart_mid_step(engine: &Engine) -> Report {
     for t in tasks {
         t.await.unwrap();
     }
-    let intents = sent.lock().unwrap().clone();
+    let requests = sent.lock().unwrap().clone();
     let n = deliveries.load(Ordering::Relaxed);
     assert!(
-        n > intents.len() as u64,
+        n > requests.len() as u64,
         "no delivery had to be retried: the kills missed the load"
     );
     drop((a, b));
@@ -423,7 +423,7 @@ async fn restart_mid_step(engine: &Engine) -> Report {
         "kill -9 mid-load, restart",
         &ledger,
         &key,
-        &intents,
+        &requests,
         &acks,
         n,
         kills,
@@ -493,7 +493,7 @@ async fn database_faults(engine: &Engine) -> Report {
             };
             let client = Client::new(base, key, once).unwrap();
             for i in 0..60 {
-                match client.post_usage_debit(&intent("probe", i)).await {
+                match client.post_usage_debit(&request("probe", i)).await {
                     Err(ClientError::Exhausted { last, .. }) if last.status() == Some(503) => {
                         unavailable.fetch_add(1, Ordering::Relaxed);
                     }
@@ -552,11 +552,11 @@ async fn database_faults(engine: &Engine) -> Report {
     for t in tasks {
         t.await.unwrap();
     }
-    let intents = sent.lock().unwrap().clone();
+    let requests = sent.lock().unwrap().clone();
     probe.await.unwrap();
     // Recovered without a restart: the same server takes new work.
     let client = Client::new(&server.base, &key, policy()).unwrap();
-    let after = client.post_usage_debit(&intent("after", 0)).await.unwrap();
+    let after = client.post_usage_debit(&request("after", 0)).await.unwrap();
     assert!(after.created);
     assert!(
         unavailable.load(Ordering::Relaxed) > 0,
@@ -564,14 +564,14 @@ async fn database_faults(engine: &Engine) -> Report {
     );
     let n = deliveries.load(Ordering::Relaxed);
     assert!(
-        n > intents.len() as u64,
+        n > requests.len() as u64,
         "no delivery had to be retried: the outage missed the load"
     );
     drop(server);
-    let mut all = intents.clone();
-    all.push(intent("after", 0));
+    let mut all = requests.clone();
+    all.push(request("after", 0));
     acks.record("after-0", &after.body);
-    // Probe intents that got an answer are in the ledger too; count only ours.
+    // Probe requests that got an answer are in the ledger too; count only ours.
     check(
         "database faults (503, recover)",
         &ledger,
@@ -590,15 +590,15 @@ async fn conflicting_retries(engine: &Engine) -> Report {
     let (ledger, key) = fresh(engine).await;
     let server = ledger.server().await;
     let client = Client::new(&server.base, &key, policy()).unwrap();
-    let intents: Vec<UsageDebit> = (0..20 * soak()).map(|i| intent("conflict", i)).collect();
+    let requests: Vec<UsageDebit> = (0..20 * soak()).map(|i| request("conflict", i)).collect();
     let acks = Acks::default();
     let deliveries = AtomicU64::new(0);
-    for d in &intents {
+    for d in &requests {
         deliver(&client, d, &acks, &deliveries).await;
     }
     let before = server.all_entries(&key).await;
     let mut conflicts = 0;
-    for d in &intents {
+    for d in &requests {
         for extra in 1..=3 {
             let mut wrong = d.clone();
             wrong.amount += Decimal::from(extra);
@@ -622,7 +622,7 @@ async fn conflicting_retries(engine: &Engine) -> Report {
         "conflicting retries (409)",
         &ledger,
         &key,
-        &intents,
+        &requests,
         &acks,
         n,
         conflicts,
@@ -630,7 +630,7 @@ async fn conflicting_retries(engine: &Engine) -> Report {
     .await
 }
 
-async fn every_intent_takes_effect_exactly_once_under_faults(engine: Engine) {
+async fn every_request_takes_effect_exactly_once_under_faults(engine: Engine) {
     let name = if engine.is_postgres() {
         "postgres"
     } else {
@@ -657,13 +657,13 @@ async fn every_intent_takes_effect_exactly_once_under_faults(engine: Engine) {
     reports.push(conflicting_retries(&engine).await);
 
     let mut table = format!(
-        "\nfault suite, {name}\n| scenario | engine | intents | deliveries | faults injected | entries posted | duplicates | lost acks | late replay identical | verify |\n|---|---|---:|---:|---:|---:|---:|---:|---|---|\n"
+        "\nfault suite, {name}\n| scenario | engine | requests | deliveries | faults injected | entries posted | duplicates | lost acks | late replay identical | verify |\n|---|---|---:|---:|---:|---:|---:|---:|---|---|\n"
     );
     for r in &reports {
         table.push_str(&format!(
             "| {} | {name} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.scenario,
-            r.intents,
+            r.requests,
             r.deliveries,
             r.faults,
             r.posted,
@@ -676,7 +676,7 @@ async fn every_intent_takes_effect_exactly_once_under_faults(engine: Engine) {
     // Straight to stderr, past the test harness's capture: the table is the report.
     let _ = std::io::stderr().write_all(table.as_bytes());
     for r in &reports {
-        assert_eq!(r.posted, r.intents, "{}: an intent is missing", r.scenario);
+        assert_eq!(r.posted, r.requests, "{}: a request is missing", r.scenario);
         assert_eq!(r.duplicates, 0, "{}: double-posted", r.scenario);
         assert_eq!(
             r.lost_acks, 0,

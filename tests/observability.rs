@@ -122,12 +122,12 @@ async fn metrics_count_answers_by_route_status_and_code(engine: Engine) {
         1.0
     );
 
-    // Seven intents, one request at a time: the replay and the conflict of
+    // Seven entry requests, one HTTP request at a time: the replay and the conflict of
     // d1, which this server had committed a moment before, were answered
     // from its recent entries; the five others each went into a group.
     assert_eq!(m.get("tally_writer_answered_from_recent_total", &[]), 2.0);
     assert_eq!(m.get("tally_writer_answered_before_group_total", &[]), 0.0);
-    // Each keyed intent (not the account's settings) was looked up before
+    // Each keyed entry request (not the account's settings) was looked up before
     // the writer: one request, so one query, at a time.
     assert_eq!(m.get("tally_writer_look_up_queries_total", &[]), 4.0);
     assert_eq!(m.get("tally_writer_keys_looked_up_total", &[]), 4.0);
@@ -144,8 +144,8 @@ async fn metrics_count_answers_by_route_status_and_code(engine: Engine) {
     );
     assert!(m.get("tally_writer_commit_duration_seconds_sum", &[]) > 0.0);
     assert_eq!(m.get("tally_writer_failed_groups_total", &[]), 0.0);
-    assert_eq!(m.get("tally_writer_queued_intents", &[]), 0.0);
-    assert_eq!(m.get("tally_writer_queued_intents_max", &[]), 0.0);
+    assert_eq!(m.get("tally_writer_queued_requests", &[]), 0.0);
+    assert_eq!(m.get("tally_writer_queued_requests_max", &[]), 0.0);
     assert_eq!(m.get("tally_writer_queue_capacity", &[]), 10_000.0);
     assert_eq!(m.get("tally_writer_tenants", &[]), 1.0);
 
@@ -168,7 +168,7 @@ async fn metrics_count_answers_by_route_status_and_code(engine: Engine) {
         assert!(m.kind.contains_key(family), "{family}");
     }
     assert_eq!(m.kind["tally_writer_group_size"], "histogram");
-    assert_eq!(m.kind["tally_writer_queued_intents"], "gauge");
+    assert_eq!(m.kind["tally_writer_queued_requests"], "gauge");
 
     // A scrape is counted like any request, and needs no key.
     let again = scrape(&server).await;
@@ -238,13 +238,17 @@ async fn metrics_report_expired_holds_and_projection_lag(engine: Engine) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let m = scrape(&server).await;
-        if m.get("tally_usage_projection_lag_entries", &[]) == 0.0 {
+        // The lag is absent from a scrape whose database read did not
+        // finish in time (docs/operations.md): a loaded machine, not yet.
+        if m.value("tally_usage_projection_lag_entries", &[]) == Some(0.0) {
             // Read again: the round that caught up may count itself only
             // after this scrape read the lag (see the release above).
             let m = scrape(&server).await;
             assert!(m.get("tally_usage_projector_rounds_total", &[]) >= 1.0);
             assert_eq!(m.get("tally_usage_projector_failures_total", &[]), 0.0);
-            assert_eq!(m.get("tally_usage_projection_lagging_tenants", &[]), 0.0);
+            if let Some(lagging) = m.value("tally_usage_projection_lagging_tenants", &[]) {
+                assert_eq!(lagging, 0.0);
+            }
             break;
         }
         assert!(

@@ -705,8 +705,20 @@ async fn a_request_over_its_timeout_answers_503_and_its_retry_is_a_replay(engine
     let slow = ledger
         .server_with(&["--request-timeout-ms", "200", "--linger-ms", "1000"])
         .await;
-    // A read is quick and unaffected.
-    assert_eq!(slow.get("/v1/entries", &key).await.status, 200);
+    // A read is unaffected by the writer's linger. The first reads of a
+    // cold pool open its connections (on Citus, the coordinator's to each
+    // worker too), which on a loaded machine can take longer than the
+    // 200 ms budget itself; so the read is asked until the pool is warm.
+    let mut read_statuses = Vec::new();
+    for _ in 0..20 {
+        let status = slow.get("/v1/entries", &key).await.status;
+        read_statuses.push(status);
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "{read_statuses:?}");
+    }
+    assert_eq!(read_statuses.last(), Some(&200), "{read_statuses:?}");
     let started = Instant::now();
     let r = slow
         .post("/v1/usage-debits", &key, &debit("u1", "cust", "1.50"))
@@ -722,12 +734,12 @@ async fn a_request_over_its_timeout_answers_503_and_its_retry_is_a_replay(engine
         "{r:?}"
     );
     assert!(took < Duration::from_millis(900), "answered after {took:?}");
-    // The intent was handed to the writer before the timeout: it commits.
+    // The request was handed to the writer before the timeout: it commits.
     let deadline = Instant::now() + Duration::from_secs(15);
     while ledger.count("entries").await < 1 {
         assert!(
             Instant::now() < deadline,
-            "the timed-out intent never committed"
+            "the timed-out request never committed"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -778,7 +790,7 @@ async fn requests_beyond_max_in_flight_are_shed_but_probes_are_not(engine: Engin
     assert_eq!(server.get("/healthz", "").await.status, 200);
     assert_eq!(server.get("/readyz", "").await.status, 200);
     assert_eq!(first.await.unwrap().status, 201);
-    // The slot is free again; the shed intent was never queued.
+    // The slot is free again; the shed request was never queued.
     assert_eq!(
         server
             .post("/v1/usage-debits", &key, &debit("u2", "cust", "1"))
@@ -885,7 +897,7 @@ async fn readyz_is_503_while_the_database_is_unreachable(engine: Engine) {
     // for, the byte-order collation of its migration 7, SQLite's default,
     // and the amount check widened for intents (migration 11; SQLite has
     // no such check).
-    let schema = if ledger.engine.is_postgres() { 11 } else { 8 };
+    let schema = if ledger.engine.is_postgres() { 12 } else { 9 };
     assert_eq!(body["schema_version"], schema);
     assert_eq!(server.get("/healthz", "").await.status, 200);
 
@@ -928,6 +940,13 @@ async fn readyz_turns_503_first_when_shutdown_begins(engine: Engine) {
     let key = ledger.key("acme", "post,read").await;
     let server = ledger.server_with(&["--drain-ms", "3000"]).await;
     assert_eq!(readyz_status(&server).await.0, 200);
+    // A first write warms the pools: on a cold Citus coordinator of a
+    // loaded machine it alone took seconds, which the drain below must not
+    // be measuring.
+    let r = server
+        .post("/v1/usage-debits", &key, &debit("u0", "cust", "1"))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
     let status = std::process::Command::new("kill")
         .args(["-TERM", &server.pid().to_string()])
         .status()
@@ -949,7 +968,7 @@ async fn readyz_turns_503_first_when_shutdown_begins(engine: Engine) {
     // Then the listener closes, in-flight requests finish, and it exits 0.
     assert_eq!(server.wait().await, Some(0));
     assert!(signalled.elapsed() >= Duration::from_secs(3));
-    assert_eq!(ledger.count("entries").await, 1);
+    assert_eq!(ledger.count("entries").await, 2);
 }
 
 /// Without `--listen` (flag, environment or file) the server binds the

@@ -187,7 +187,7 @@ async fn insufficient_funds_is_a_stored_rejection_that_replays_forever(engine: E
         "2"
     );
 
-    // Topping up changes nothing for the rejected intent: same body, forever.
+    // Topping up changes nothing for the rejected request: same body, forever.
     assert_eq!(
         server
             .post("/v1/payments", &key, &payment("p2", "cust", "100"))
@@ -205,7 +205,7 @@ async fn insufficient_funds_is_a_stored_rejection_that_replays_forever(engine: E
         .await;
     assert_eq!(r.status, 409);
     assert_eq!(r.json()["differing_fields"], json!(["amount"]));
-    // A new ID is a new intent.
+    // A new ID is a new request.
     let r = server
         .post("/v1/usage-debits", &key, &debit("u3", "cust", "2.01"))
         .await;

@@ -233,23 +233,31 @@ async function apiFetch(path, { method = 'GET', signal = routeAbort.signal } = {
 
 async function api(path, opts) { return (await apiFetch(path, opts)).json(); }
 
-function scopeOf(path) { return path.startsWith('/v1/audit') ? 'audit' : 'read'; }
+function scopeOf(path) {
+  if (path.startsWith('/v1/audit')) return 'audit';
+  // Actions the console offers beyond reading: a Stripe event's reapply.
+  if (/^\/v1\/integrations\/stripe\/events\/[^/?]+\/reapply$/.test(path)) return 'post';
+  return 'read';
+}
 
-function errorMessage(err, what) {
+// `verb` and `forbidden` word an action's failure ("Could not reapply …");
+// by default the failure is a read's ("Could not load …").
+function errorMessage(err, what, { verb = 'load', forbidden = `${what} cannot be shown` } = {}) {
   if (err?.name === 'AbortError') return null;
-  if (!(err instanceof ApiError)) return message('error', h('p', {}, `Could not load ${what}: ${err?.message ?? err}`));
+  if (!(err instanceof ApiError)) return message('error', h('p', {}, `Could not ${verb} ${what}: ${err?.message ?? err}`));
   if (err.status === 401) return message('error', h('p', {}, 'Your key was rejected: sign in again.'));
   if (err.status === 403) {
     const scope = scopeOf(err.path);
-    return message('error', h('p', {}, 'This key lacks the ', h('code', {}, scope), ` scope, so ${what} cannot be shown.`),
-      h('p', {}, `Ask an administrator for a key with the ${scope} scope, then sign out and sign in with it.`));
+    const needs = scope === 'post' ? 'the read and post scopes' : `the ${scope} scope`;
+    return message('error', h('p', {}, 'This key lacks the ', h('code', {}, scope), ` scope, so ${forbidden}.`),
+      h('p', {}, `Ask an administrator for a key with ${needs}, then sign out and sign in with it.`));
   }
   if (err.status === 404 && err.body?.detail === 'no such route') {
     return message('warn', h('p', {}, `This tally server does not offer ${what} yet (`, h('code', {}, err.path.split('?')[0]), ' answered 404).'));
   }
-  if (err.status === 0) return message('error', h('p', {}, `Could not load ${what}: the tally server could not be reached.`));
+  if (err.status === 0) return message('error', h('p', {}, `Could not ${verb} ${what}: the tally server could not be reached.`));
   const problems = (err.body?.errors || []).map((e) => h('li', {}, h('code', {}, e.field), ` ${e.message}`));
-  return message('error', h('p', {}, `Could not load ${what}: ${err.message} (HTTP ${err.status}${err.code ? `, ${err.code}` : ''}).`),
+  return message('error', h('p', {}, `Could not ${verb} ${what}: ${err.message} (HTTP ${err.status}${err.code ? `, ${err.code}` : ''}).`),
     problems.length ? h('ul', {}, problems) : null);
 }
 
@@ -356,7 +364,7 @@ function renderSignIn(main) {
   const form = h('form', { method: 'post', action: '#', novalidate: true },
     h('div', { class: 'field' }, h('label', { for: 'api-key' }, 'API key'), input,
       h('p', { class: 'hint', id: 'api-key-hint' },
-        'A key with the read scope (and audit for the audit page). It is kept in this tab\u2019s session storage only, and forgotten when you sign out or close the tab.')),
+        'A key with the read scope (audit for the audit page, post to reapply Stripe events). It is kept in this tab\u2019s session storage only, and forgotten when you sign out or close the tab.')),
     button, status);
   form.addEventListener('submit', (e) => { e.preventDefault(); signIn(input, button, status); });
   main.append(h('section', { class: 'signin', 'aria-labelledby': 'signin-title' },
@@ -914,7 +922,7 @@ views.entry = async (main, p, signal) => {
   out.append(h('p', {}, `Seq ${e.seq} \u00b7 ${e.kind} \u00b7 `, statusBadge(e), ' \u00b7 ', money(e.amount, e.unit), ' \u00b7 account ', accountLink(e.account)));
   if (e.rejection) {
     out.append(message('warn', h('p', {}, h('strong', {}, 'Rejected: '), h('code', {}, e.rejection.code)), h('p', {}, e.rejection.message),
-      h('p', { class: 'hint' }, 'The stored rejection: the ledger rule that refused this intent. It moved no money.')));
+      h('p', { class: 'hint' }, 'The stored rejection: the ledger rule that refused this request. It moved no money.')));
   }
   const chain = h('section', { 'aria-labelledby': 'h-chain' }, h('h2', { id: 'h-chain' }, 'Chain neighbours'), h('p', { class: 'muted' }, 'Loading…'));
   const related = h('section', { 'aria-labelledby': 'h-related' }, h('h2', { id: 'h-related' }, 'Related entries'));
@@ -1097,6 +1105,120 @@ views.intent = async (main, p, signal) => {
       })));
   announce(`Intent ${x.intent_id}: ${x.status}.`);
 };
+
+// ===========================================================================
+// Stripe: the events the Stripe integration received, and their reapply
+// ===========================================================================
+
+const STRIPE_STATUSES = ['unmapped', 'applied', 'ignored'];
+const STRIPE_FILTERS = ['status', 'limit'];
+// The unmapped events are counted up to this many (one read).
+const STRIPE_COUNT_LIMIT = 1000;
+
+function stripeBadge(status) { return h('span', { class: `badge stripe-${status}` }, status); }
+
+views.stripe = async (main, p, signal) => {
+  pageTitle(main, 'Stripe events');
+  const limit = p.limit || '100';
+  const form = h('form', { class: 'filters', 'aria-label': 'Stripe event filters' },
+    field('Status', select('status', [['', 'Any status'], ...STRIPE_STATUSES.map((x) => [x, x])], p.status)),
+    field('Page size', select('limit', [['50', '50'], ['100', '100'], ['500', '500'], ['1000', '1000']], limit)),
+    h('button', { type: 'submit' }, 'Apply filters'),
+    link('stripe', {}, 'Clear'));
+  form.addEventListener('submit', (e) => { e.preventDefault(); submitTo('stripe', form); });
+  const summary = h('div', { id: 'stripe-summary' }, h('p', { class: 'muted' }, 'Counting unmapped events…'));
+  const notice = h('div', { id: 'stripe-notice', 'aria-live': 'polite' });
+  const out = h('div', {}, h('p', { class: 'muted' }, 'Loading Stripe events…'));
+  main.append(h('p', { class: 'hint' },
+    'Events Stripe delivered to this tenant’s Stripe integration, in event ID order. A payment becomes a payment entry, a refund a refund entry; other types are ignored. ',
+    'An unmapped event could not be mapped (the reason says why): fix the mapping, then reapply it (a key with the post scope). ',
+    'A refund that came before its payment waits for it and is applied when the payment arrives.'),
+  form, summary, notice, out);
+  const filters = Object.fromEntries(STRIPE_FILTERS.map((k) => [k, p[k]]));
+  const refreshCount = () => renderUnmappedCount(summary, p, signal);
+  refreshCount();
+  let page;
+  try {
+    page = await api(`/v1/integrations/stripe/events${qs({ status: p.status, after: p.after, limit })}`, { signal });
+  } catch (e) { showError(out, e, 'the Stripe events'); return; }
+  const events = page.events;
+  const next = page.next_after ?? null;
+  const onReapplied = () => refreshCount();
+  fill(out, table({
+    caption: p.status ? `Stripe events: ${p.status}` : 'Stripe events',
+    hint: `${events.length} on this page, in event ID order${p.after ? ` after ${p.after}` : ''}. Unmapped events are highlighted.`,
+    columns: [{ label: 'Event ID' }, { label: 'Type' }, { label: 'Status' }, { label: 'Reason' }, { label: 'Waiting for' },
+      { label: 'Received (UTC)' }, { label: 'Updated (UTC)' }, { label: 'Action' }],
+    rows: events.length ? events.map((x) => stripeRow(x, notice, onReapplied))
+      : [h('tr', {}, h('td', { colspan: 8 }, p.status ? `No ${p.status} Stripe events.` : 'No Stripe events yet: they appear here once Stripe delivers to the integration’s endpoint path.'))],
+    className: 'stripe-events',
+  }));
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Stripe event pages' });
+  if (p.after) pager.append(link('stripe', filters, 'First page'));
+  if (next !== null) pager.append(link('stripe', { ...filters, after: next }, 'Next page'));
+  else pager.append(h('span', { class: 'muted' }, 'Last page.'));
+  out.append(pager);
+  announce(`${events.length} Stripe events shown.`);
+};
+
+/** The count of unmapped events, highlighted, with a link to them. */
+async function renderUnmappedCount(summary, p, signal) {
+  let page;
+  try {
+    page = await api(`/v1/integrations/stripe/events${qs({ status: 'unmapped', limit: STRIPE_COUNT_LIMIT })}`, { signal });
+  } catch (e) { const m = errorMessage(e, 'the count of unmapped events'); if (m) fill(summary, m); return; }
+  const n = page.events.length;
+  const more = page.next_after !== null && page.next_after !== undefined;
+  if (n === 0) {
+    fill(summary, message('ok', h('p', {}, h('strong', {}, 'No unmapped events: '), 'every event received was applied or ignored.')));
+    return;
+  }
+  const count = more ? `${STRIPE_COUNT_LIMIT.toLocaleString('en')} or more` : String(n);
+  fill(summary, message('warn',
+    h('p', {}, h('strong', {}, h('span', { id: 'stripe-unmapped-count' }, count), n === 1 && !more ? ' unmapped event' : ' unmapped events'),
+      ' could not be mapped to ledger entries.'),
+    p.status === 'unmapped' ? null : h('p', {}, link('stripe', { status: 'unmapped' }, 'Show only the unmapped events'))));
+}
+
+function stripeRow(x, notice, onReapplied) {
+  const row = h('tr', { class: x.status === 'unmapped' ? 'unmapped' : null });
+  const cells = (ev) => [
+    h('th', { scope: 'row', class: 'mono' }, ev.event_id),
+    h('td', { class: 'mono' }, ev.type),
+    h('td', { class: 'status' }, stripeBadge(ev.status)),
+    h('td', {}, ev.reason ?? h('span', { class: 'muted' }, '—')),
+    h('td', { class: 'mono' }, ev.waiting_for ?? h('span', { class: 'muted' }, '—')),
+    h('td', {}, when(ev.received_at)),
+    h('td', {}, when(ev.updated_at)),
+    h('td', {}, ev.status === 'unmapped' ? reapplyButton(ev, row, notice, onReapplied, cells) : h('span', { class: 'muted' }, '—')),
+  ];
+  return append(row, cells(x));
+}
+
+function reapplyButton(ev, row, notice, onReapplied, cells) {
+  const button = h('button', { type: 'button', class: 'secondary', 'aria-label': `Reapply ${ev.event_id}` }, 'Reapply');
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    fill(notice, h('p', { class: 'progress', role: 'status' }, `Reapplying ${ev.event_id}…`));
+    let now;
+    try {
+      now = await api(`/v1/integrations/stripe/events/${enc(ev.event_id)}/reapply`, { method: 'POST' });
+    } catch (err) {
+      button.disabled = false;
+      const m = errorMessage(err, `event ${ev.event_id}`, { verb: 'reapply', forbidden: `event ${ev.event_id} cannot be reapplied` });
+      if (m) fill(notice, m); else clear(notice);
+      return;
+    }
+    fill(row, cells(now));
+    if (now.status === 'unmapped') row.classList.add('unmapped'); else row.classList.remove('unmapped');
+    fill(notice, now.status === 'unmapped'
+      ? message('warn', h('p', {}, `Reapplied ${now.event_id}: still `, stripeBadge(now.status), ': ', now.reason ?? 'no reason given', '.'))
+      : message('ok', h('p', {}, `Reapplied ${now.event_id}: now `, stripeBadge(now.status), '.')));
+    announce(`Event ${now.event_id} reapplied: ${now.status}.`);
+    onReapplied();
+  });
+  return button;
+}
 
 // ===========================================================================
 // Audit page

@@ -12,13 +12,16 @@ use tally_ledger::audit::sign::parse_public_key;
     version,
     about = "Retry-safe, event-sourced usage ledger",
     long_about = "tally records usage debits and payments keyed by the upstream system's own IDs, \
-so retried, duplicated and concurrent deliveries of one intent collapse into one entry."
+so retried, duplicated and concurrent deliveries of one request collapse into one entry."
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
+// The command line is parsed once per process: the size of `serve`'s
+// settings beside the other commands costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply migrations, then serve the HTTP API.
@@ -46,6 +49,139 @@ pub enum Command {
     /// Print the OpenAPI 3.1 document the server serves at /openapi.json
     /// (committed as api/openapi.json) and exit; needs no database.
     Openapi,
+    /// Backfill a file of `/v1/batch` operations (JSONL, or CSV with a header
+    /// of the same field names) into one tenant through the batch path.
+    /// Re-running it after an interruption writes nothing twice. Exit 0
+    /// when every row was created, replayed or rejected by the ledger's
+    /// rules; 1 when a row was invalid or conflicting; 2 on a usage,
+    /// file or database error (docs/ingest.md).
+    Import(ImportArgs),
+    /// Consume a source of entries where duplicates are born.
+    #[command(subcommand)]
+    Ingest(IngestCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IngestCommand {
+    /// A NATS JetStream consumer of usage debits: each message body is a
+    /// `POST /v1/usage-debits` or `POST /v1/batch` body; acknowledged only
+    /// once committed or replayed; refused ones to a dead-letter subject
+    /// (docs/ingest.md). Runs until SIGTERM or Ctrl-C.
+    Nats(NatsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NatsArgs {
+    #[command(flatten)]
+    pub nats: NatsSourceArgs,
+    /// The TOML settings file of `tally serve`: its `database_url`,
+    /// `pool_size` and `ingest_nats_*` settings apply here unless a flag or
+    /// variable sets them.
+    #[arg(long, env = "TALLY_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Database connections.
+    #[arg(long, env = "TALLY_POOL_SIZE", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub pool_size: u32,
+}
+
+/// Where a NATS consumer reads: the same settings for `tally ingest nats`
+/// and for `tally serve --ingest-nats` (and its configuration file).
+#[derive(Debug, Clone, Args)]
+pub struct NatsSourceArgs {
+    #[arg(
+        long = "nats-url",
+        id = "ingest_nats_url",
+        env = "TALLY_INGEST_NATS_URL",
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub url: String,
+    /// The JetStream stream (it must exist).
+    #[arg(
+        long = "stream",
+        id = "ingest_nats_stream",
+        env = "TALLY_INGEST_NATS_STREAM"
+    )]
+    pub stream: Option<String>,
+    /// The subject (filter) to consume.
+    #[arg(
+        long = "subject",
+        id = "ingest_nats_subject",
+        env = "TALLY_INGEST_NATS_SUBJECT"
+    )]
+    pub subject: Option<String>,
+    /// The durable consumer's name: a restart resumes where it stopped.
+    #[arg(
+        long = "durable",
+        id = "ingest_nats_durable",
+        env = "TALLY_INGEST_NATS_DURABLE"
+    )]
+    pub durable: Option<String>,
+    /// The tenant the entries belong to.
+    #[arg(
+        long = "tenant",
+        id = "ingest_nats_tenant",
+        env = "TALLY_INGEST_NATS_TENANT"
+    )]
+    pub tenant: Option<String>,
+    /// Where refused messages go; default `tally.dead-letter.<durable>`.
+    #[arg(
+        long = "dead-letter-subject",
+        id = "ingest_nats_dead_letter_subject",
+        env = "TALLY_INGEST_NATS_DEAD_LETTER_SUBJECT"
+    )]
+    pub dead_letter_subject: Option<String>,
+    /// Messages pulled and decided together.
+    #[arg(long = "batch", id = "ingest_nats_batch", env = "TALLY_INGEST_NATS_BATCH",
+          default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub batch: u32,
+}
+
+impl NatsSourceArgs {
+    /// The settings, once every required one is given.
+    pub fn settings(&self) -> Result<crate::ingest::nats::NatsSettings, String> {
+        let need = |v: &Option<String>, flag: &str| {
+            v.clone()
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| format!("--{flag} is required"))
+        };
+        Ok(crate::ingest::nats::NatsSettings {
+            url: self.url.clone(),
+            stream: need(&self.stream, "stream")?,
+            subject: need(&self.subject, "subject")?,
+            durable: need(&self.durable, "durable")?,
+            tenant: need(&self.tenant, "tenant")?,
+            dead_letter_subject: self.dead_letter_subject.clone(),
+            batch: self.batch as usize,
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The file: one operation per line (JSONL) or per CSV record.
+    pub file: PathBuf,
+    #[arg(long)]
+    pub tenant: String,
+    /// Default: csv for a `.csv` file, jsonl otherwise.
+    #[arg(long, value_enum)]
+    pub format: Option<crate::ingest::import::Format>,
+    /// Write each refused row (invalid, conflicting, rejected) as a JSON
+    /// line: its line number, outcome and problem.
+    #[arg(long, value_name = "FILE")]
+    pub rejects: Option<PathBuf>,
+    /// The TOML settings file of `tally serve`: its `database_url` (and
+    /// `pool_size`) apply here unless a flag or variable sets them.
+    #[arg(long, env = "TALLY_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Database connections.
+    #[arg(long, env = "TALLY_POOL_SIZE", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub pool_size: u32,
 }
 
 #[derive(Debug, Args)]
@@ -78,15 +214,15 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed on stdout).
     #[arg(long, env = "TALLY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Most intents one tenant's writer decides in one transaction.
+    /// Most entry requests one tenant's writer decides in one transaction.
     #[arg(long, env = "TALLY_MAX_GROUP", default_value_t = 1_000,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_group: u32,
-    /// Most intents waiting per tenant before requests get 429.
+    /// Most entry requests waiting per tenant before requests get 429.
     #[arg(long, env = "TALLY_QUEUE_CAPACITY", default_value_t = 10_000,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub queue_capacity: u32,
-    /// Milliseconds a writer waits for more intents before committing a
+    /// Milliseconds a writer waits for more entry requests before committing a
     /// smaller group; 0 commits at once (groups still form under load).
     #[arg(long, env = "TALLY_LINGER_MS", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=1_000))]
@@ -138,6 +274,8 @@ pub struct ServeArgs {
     pub log_format: crate::logging::LogFormat,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub ingest_nats: ServeNatsArgs,
     #[command(flatten)]
     pub webhooks: WebhookArgs,
     /// Where each setting came from; filled by `config::parse_cli`.
@@ -415,7 +553,7 @@ fn parse_committers(value: &str) -> Result<u32, String> {
         .map_err(|_| format!("'{value}' is not a number of committers (1 to 64)"))?;
     match n {
         0 => Err(
-            "0 is no longer accepted: every group commits in a shared round, \
+            "0 is no longer accepted: every group commits in a commit round, \
                   so at least one committer is needed (1 to 64; the default is 1 on \
                   SQLite, 4 on PostgreSQL)"
                 .to_owned(),
@@ -434,10 +572,59 @@ mod committers_tests {
     #[test]
     fn zero_committers_are_refused_by_name() {
         let refused = parse_committers("0").unwrap_err();
-        assert!(refused.contains("shared round"), "{refused}");
+        assert!(refused.contains("commit round"), "{refused}");
         assert_eq!(parse_committers("1"), Ok(1));
         assert_eq!(parse_committers("64"), Ok(64));
         assert!(parse_committers("65").is_err());
         assert!(parse_committers("x").is_err());
+    }
+}
+
+/// `tally serve --ingest-nats`: the consumer of `tally ingest nats` inside
+/// the server, with the same settings (the same file keys) under flags of
+/// their own.
+#[derive(Debug, Clone, Args)]
+pub struct ServeNatsArgs {
+    /// Run the NATS JetStream consumer inside the server (docs/ingest.md).
+    #[arg(long, env = "TALLY_INGEST_NATS")]
+    pub ingest_nats: bool,
+    #[arg(
+        long,
+        id = "ingest_nats_url",
+        env = "TALLY_INGEST_NATS_URL",
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub ingest_nats_url: String,
+    #[arg(long, id = "ingest_nats_stream", env = "TALLY_INGEST_NATS_STREAM")]
+    pub ingest_nats_stream: Option<String>,
+    #[arg(long, id = "ingest_nats_subject", env = "TALLY_INGEST_NATS_SUBJECT")]
+    pub ingest_nats_subject: Option<String>,
+    #[arg(long, id = "ingest_nats_durable", env = "TALLY_INGEST_NATS_DURABLE")]
+    pub ingest_nats_durable: Option<String>,
+    #[arg(long, id = "ingest_nats_tenant", env = "TALLY_INGEST_NATS_TENANT")]
+    pub ingest_nats_tenant: Option<String>,
+    #[arg(
+        long,
+        id = "ingest_nats_dead_letter_subject",
+        env = "TALLY_INGEST_NATS_DEAD_LETTER_SUBJECT"
+    )]
+    pub ingest_nats_dead_letter_subject: Option<String>,
+    #[arg(long, id = "ingest_nats_batch", env = "TALLY_INGEST_NATS_BATCH",
+          default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub ingest_nats_batch: u32,
+}
+
+impl ServeNatsArgs {
+    /// The consumer's source, when `--ingest-nats` is on.
+    pub fn source(&self) -> Option<NatsSourceArgs> {
+        self.ingest_nats.then(|| NatsSourceArgs {
+            url: self.ingest_nats_url.clone(),
+            stream: self.ingest_nats_stream.clone(),
+            subject: self.ingest_nats_subject.clone(),
+            durable: self.ingest_nats_durable.clone(),
+            tenant: self.ingest_nats_tenant.clone(),
+            dead_letter_subject: self.ingest_nats_dead_letter_subject.clone(),
+            batch: self.ingest_nats_batch,
+        })
     }
 }

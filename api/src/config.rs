@@ -81,8 +81,12 @@ impl From<ConfigError> for Failure {
 pub fn load_from(args: Vec<OsString>) -> Result<Cli, Failure> {
     let cmd = Cli::command();
     let first = cmd.clone().try_get_matches_from(&args)?;
-    let Some((SERVE, serve)) = first.subcommand() else {
-        return Ok(Cli::from_arg_matches(&first)?);
+    let serve = match first.subcommand() {
+        Some((SERVE, serve)) => serve,
+        Some((tool, matches)) if TOOLS.contains(&tool) => {
+            return with_serve_file(&cmd, args, tool, matches, &first)
+        }
+        _ => return Ok(Cli::from_arg_matches(&first)?),
     };
     let Some(serve_cmd) = cmd.find_subcommand(SERVE) else {
         return Err(ConfigError::Other("tally has no serve command".into()).into());
@@ -146,6 +150,79 @@ pub fn load_from(args: Vec<OsString>) -> Result<Cli, Failure> {
         }
         other => Cli { command: other },
     })
+}
+
+/// Commands that read the file of `tally serve` too, for the settings they
+/// share with it by name (the database above all): `--config PATH`.
+const TOOLS: &[&str] = &["import", "ingest"];
+
+/// `tool`'s command line with the settings it shares with `tally serve`
+/// taken from the file `--config` names, unless a flag or an environment
+/// variable set them. The whole file is checked as `tally serve` checks it.
+fn with_serve_file(
+    cmd: &clap::Command,
+    mut args: Vec<OsString>,
+    tool: &str,
+    matches: &ArgMatches,
+    first: &ArgMatches,
+) -> Result<Cli, Failure> {
+    let (Some(serve_cmd), Some(mut tool_cmd)) =
+        (cmd.find_subcommand(SERVE), cmd.find_subcommand(tool))
+    else {
+        return Err(ConfigError::Other(format!("tally has no serve or {tool} command")).into());
+    };
+    // `tally ingest nats`: the settings are the inner command's.
+    let mut matches = matches;
+    if let Some((inner, inner_matches)) = matches.subcommand() {
+        let Some(inner_cmd) = tool_cmd.find_subcommand(inner) else {
+            return Err(ConfigError::Other(format!("tally {tool} has no {inner} command")).into());
+        };
+        tool_cmd = inner_cmd;
+        matches = inner_matches;
+    }
+    let Some(path) = matches.get_one::<PathBuf>(CONFIG).cloned() else {
+        return Ok(Cli::from_arg_matches(first)?);
+    };
+    let settings: Vec<&Arg> = serve_cmd
+        .get_arguments()
+        .filter(|a| {
+            a.get_long().is_some()
+                && !NOT_SETTINGS.contains(&a.get_id().as_str())
+                && a.get_id() != CONFIG
+        })
+        .collect();
+    // The settings the tool shares with `tally serve`, by id; a flag of
+    // the tool may be named otherwise (`--nats-url` for `ingest_nats_url`).
+    let shared: HashMap<&str, &Arg> = tool_cmd
+        .get_arguments()
+        .map(|a| (a.get_id().as_str(), a))
+        .collect();
+    let mut injected = false;
+    for (arg, value) in read_file(&path, serve_cmd, &settings)? {
+        let id = arg.get_id().as_str();
+        let Some(arg) = shared.get(id).copied() else {
+            continue;
+        };
+        if matches!(
+            matches.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        ) {
+            continue;
+        }
+        let long = arg.get_long().unwrap_or(id);
+        match value {
+            FileValue::Flag(true) => args.push(format!("--{long}").into()),
+            FileValue::Flag(false) => continue,
+            FileValue::Value(raw) => args.push(format!("--{long}={raw}").into()),
+        }
+        injected = true;
+    }
+    if !injected {
+        return Ok(Cli::from_arg_matches(first)?);
+    }
+    Ok(Cli::from_arg_matches(
+        &cmd.clone().try_get_matches_from(&args)?,
+    )?)
 }
 
 /// The effective value and source of one setting.

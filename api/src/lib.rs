@@ -1,4 +1,4 @@
-//! The HTTP face of tally. Handlers parse, authenticate and hand intents to
+//! The HTTP face of tally. Handlers parse, authenticate and hand entry requests to
 //! the ledger's writer; [`problem`] is the one place where ledger outcomes
 //! and errors become HTTP statuses and problem+json bodies.
 
@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod connections;
 pub mod feed;
+pub mod ingest;
 mod json_body;
 pub mod key_cache;
 pub mod keys_cli;

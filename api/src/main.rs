@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use tally_api::audit_cli;
 use tally_api::cli::{
-    Cli, Command, DbCommand, KeysCommand, ProjectionsCommand, ServeArgs, SigningArgs,
-    SigningKeyCommand,
+    Cli, Command, DbCommand, ImportArgs, IngestCommand, KeysCommand, NatsArgs, ProjectionsCommand,
+    ServeArgs, SigningArgs, SigningKeyCommand,
 };
 use tally_api::connections::ConnectionLimits;
 use tally_api::keys_cli::{self, KeysFailure, RevokeTarget};
@@ -95,6 +95,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Db(DbCommand::Distribute { database, yes }) => {
             db_distribute(&database.database_url, yes).await
         }
+        Command::Import(args) => import_command(args).await,
+        Command::Ingest(IngestCommand::Nats(args)) => nats_command(args).await,
         Command::Projections(ProjectionsCommand::Rebuild(database)) => {
             let storage = connect(&database.database_url).await?;
             let tenants = storage.tenants().await?;
@@ -289,6 +291,34 @@ async fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         deliveries.clone(),
     ));
     let state = state.with_webhooks(args.webhooks.settings(), deliveries);
+    if let Some(source) = args.ingest_nats.source() {
+        let settings = source
+            .settings()
+            .map_err(|m| anyhow::anyhow!("--ingest-nats: {m}"))?;
+        if let Err(m) = check_tenant(&settings.tenant) {
+            bail!("--ingest-nats-tenant {m}");
+        }
+        let writers = state.writers.clone();
+        let stats = state.nats.clone();
+        // A consumer that fails (NATS down) starts again after a pause:
+        // what it had not acknowledged is redelivered.
+        tokio::spawn(async move {
+            loop {
+                let stop = std::future::pending::<()>();
+                if let Err(e) = tally_api::ingest::nats::run(
+                    writers.clone(),
+                    settings.clone(),
+                    stats.clone(),
+                    stop,
+                )
+                .await
+                {
+                    tracing::warn!(error = %e, "the NATS consumer stopped; starting it again in 5 s");
+                }
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        });
+    }
     tokio::spawn(run_hold_expiry(
         state.writers.clone(),
         std::time::Duration::from_millis(args.hold_sweep_ms),
@@ -325,6 +355,71 @@ async fn shutdown_signal() {
         _ = term => {},
     }
     tracing::info!("shutting down: finishing in-flight requests");
+}
+
+/// `tally import`: every argument is checked before the database is
+/// opened; the summary goes to stdout, the progress bar to a terminal.
+async fn import_command(args: ImportArgs) -> anyhow::Result<ExitCode> {
+    use tally_api::ingest::import::{self, Format, ImportOptions};
+    if let Err(m) = check_tenant(&args.tenant) {
+        bail!("--tenant {m}");
+    }
+    if !args.file.is_file() {
+        bail!("{}: no such file", args.file.display());
+    }
+    let options = ImportOptions {
+        format: args.format.unwrap_or_else(|| Format::of_path(&args.file)),
+        path: args.file,
+        tenant: args.tenant,
+        rejects: args.rejects,
+    };
+    let storage = Storage::connect_with(&args.database.database_url, args.pool_size)
+        .await
+        .with_context(|| format!("opening {}", redact(&args.database.database_url)))?;
+    let writers = tally_ledger::writer::Writers::new(storage, WriterConfig::default());
+    let started = std::time::Instant::now();
+    let summary = import::run(&writers, &options).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    print!(
+        "imported {} into tenant {} in {seconds:.1} s ({:.0} rows/s): {}",
+        options.path.display(),
+        options.tenant,
+        summary.counts.total() as f64 / seconds.max(1e-9),
+        summary.render()
+    );
+    Ok(if summary.is_clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `tally ingest nats`: the consumer until SIGTERM or Ctrl-C, then a line
+/// of what it did.
+async fn nats_command(args: NatsArgs) -> anyhow::Result<ExitCode> {
+    use std::sync::atomic::Ordering;
+    use tally_api::ingest::nats;
+    let settings = args.nats.settings().map_err(|m| anyhow::anyhow!(m))?;
+    if let Err(m) = check_tenant(&settings.tenant) {
+        bail!("--tenant {m}");
+    }
+    let storage = Storage::connect_with(&args.database.database_url, args.pool_size)
+        .await
+        .with_context(|| format!("opening {}", redact(&args.database.database_url)))?;
+    let writers = tally_ledger::writer::Writers::new(storage, WriterConfig::default());
+    let stats = std::sync::Arc::new(nats::NatsStats::default());
+    nats::run(writers, settings, stats.clone(), shutdown_signal())
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!(
+        "consumed {} messages: {} entries committed, {} replayed, {} dead-lettered, {} redelivered",
+        stats.consumed.load(Ordering::Relaxed),
+        stats.committed.load(Ordering::Relaxed),
+        stats.replayed.load(Ordering::Relaxed),
+        stats.dead_lettered.load(Ordering::Relaxed),
+        stats.redelivered.load(Ordering::Relaxed),
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn verify_command(url: &str) -> anyhow::Result<ExitCode> {

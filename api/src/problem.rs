@@ -23,6 +23,9 @@ pub enum ApiError {
     MalformedJson(String),
     #[error("missing or unknown API key")]
     Unauthenticated,
+    /// A Stripe delivery whose `Stripe-Signature` does not hold.
+    #[error("{0}")]
+    InvalidSignature(String),
     #[error("the API key lacks scope {0:?}")]
     Forbidden(Scope),
     #[error("not found")]
@@ -175,6 +178,12 @@ impl ApiError {
                 "Unauthenticated",
                 "send Authorization: Bearer <key> with a valid API key".into(),
             ),
+            ApiError::InvalidSignature(_) => Problem::new(
+                S::BAD_REQUEST,
+                "invalid_signature",
+                "Invalid signature",
+                detail,
+            ),
             ApiError::Forbidden(_) => Problem::new(S::FORBIDDEN, "forbidden", "Forbidden", detail),
             ApiError::NotFound | ApiError::NoRoute => {
                 Problem::new(S::NOT_FOUND, "not_found", "Not found", detail)
@@ -321,7 +330,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// What one intent (or one failed request) answers: an entry or a problem,
+/// What one entry request (or one failed request) answers: an entry or a problem,
 /// with its status and whether it is a replay. The single endpoints send it
 /// as the HTTP response; the batch endpoint embeds it as one result.
 #[derive(Debug, Clone)]
@@ -406,7 +415,7 @@ impl IntoResponse for Answer {
     }
 }
 
-/// The answer to a decided intent: 201 for a new posted entry, 200 with
+/// The answer to a decided entry request: 201 for a new posted entry, 200 with
 /// `Idempotent-Replayed: true` for a replay, 422 with the stored entry for a
 /// stored rejection (on replay too), 409 for a conflict. Not counted here:
 /// the handlers answer through `crate::routes::answer`, which counts.
@@ -423,7 +432,7 @@ pub fn decision_answer(decision: Decision) -> Answer {
             "Idempotency conflict",
             format!(
                 "this upstream ID already names entry {entry_id} with other parameters ({}); \
-                 a new intent needs a new ID",
+                 a new request needs a new ID",
                 differing_fields.join(", ")
             ),
         )

@@ -17,8 +17,8 @@ use crate::body_size::{MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES};
 use crate::connections::ConnectionLimits;
 use crate::problem::{ApiError, InternalError};
 use crate::routes::{
-    accounts, audit, balances, batch, entries, health, holds, intents, rules, transfers, usage,
-    webhook_deliveries, webhooks,
+    accounts, audit, balances, batch, entries, health, holds, ingest, integrations, intents, rules,
+    transfers, usage, webhook_deliveries, webhooks,
 };
 pub use crate::state::{AppState, DEFAULT_KEY_RECHECK};
 
@@ -40,6 +40,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
         )
         .routes(routes!(intents::fail_intent))
         .routes(routes!(intents::heartbeat_intent))
+        .routes(routes!(
+            integrations::put_stripe_integration,
+            integrations::get_stripe_integration,
+            integrations::delete_stripe_integration
+        ))
+        .routes(routes!(integrations::list_stripe_events))
+        .routes(routes!(integrations::reapply_stripe_event))
+        .routes(routes!(ingest::receive_stripe_event))
         .routes(routes!(holds::post_hold))
         .routes(routes!(holds::get_hold))
         .routes(routes!(holds::post_capture))

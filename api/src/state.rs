@@ -40,6 +40,8 @@ pub struct AppParts {
     pub webhooks: WebhookSettings,
     /// This process's webhook deliveries, for `GET /metrics`.
     pub deliveries: Arc<DeliveryStats>,
+    /// The NATS consumer of `--ingest-nats`, for `GET /metrics`.
+    pub nats: Arc<crate::ingest::nats_stats::NatsStats>,
 }
 
 /// The webhook settings the API itself reads.
@@ -79,6 +81,7 @@ impl AppState {
             projector: Arc::default(),
             webhooks: WebhookSettings::default(),
             deliveries: Arc::default(),
+            nats: Arc::default(),
         }))
     }
 

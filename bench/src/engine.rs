@@ -218,6 +218,11 @@ async fn measure(args: &Args, engine: &str, tally: &Path, url: &str) -> anyhow::
         });
     }
 
+    if wanted("import") {
+        settle(&target, "import").await?;
+        crate::import::measure(&target, tally, url, secs).await?;
+    }
+
     if engine == "citus" {
         // The raw limits write copies of tally's tables, which would be
         // local tables of the coordinator: no measure of the cluster. The

@@ -7,6 +7,7 @@
 mod cpu;
 mod engine;
 mod http_load;
+mod import;
 mod intents;
 mod nodes;
 mod perf_record;
@@ -62,7 +63,7 @@ pub struct Args {
     keep: bool,
     /// Measure only these scenarios (comma-separated keys: single1, single16,
     /// single64, batch100, batch1000, hot, replay50, retry50, intents64, replay100,
-    /// tenants300, tenants10k); all by default.
+    /// tenants300, tenants10k, import); all by default.
     #[arg(long, default_value = "")]
     only: String,
     /// Write the server's log at this filter (e.g. tally_ledger=debug) to

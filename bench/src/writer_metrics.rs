@@ -1,6 +1,6 @@
 //! What the server's writers did during a scenario, from `GET /metrics`:
 //! how many groups committed, how large, how long each commit took, and
-//! how many intents were answered without a group. With the CPU shares
+//! how many requests were answered without a group. With the CPU shares
 //! ([`crate::cpu`]) it tells a figure bound by the commit cycle from one
 //! bound by CPU.
 
@@ -10,7 +10,7 @@ use crate::http_load::Target;
 #[derive(Debug, Clone, Default)]
 pub struct WriterCounters {
     groups: f64,
-    intents_in_groups: f64,
+    requests_in_groups: f64,
     commit_seconds: f64,
     answered_before_group: f64,
     answered_from_recent: f64,
@@ -42,7 +42,7 @@ impl WriterCounters {
         let value = |name: &str| sample(text, name).unwrap_or(0.0);
         Self {
             groups: value("tally_writer_group_size_count"),
-            intents_in_groups: value("tally_writer_group_size_sum"),
+            requests_in_groups: value("tally_writer_group_size_sum"),
             commit_seconds: value("tally_writer_commit_duration_seconds_sum"),
             answered_before_group: value("tally_writer_answered_before_group_total"),
             answered_from_recent: value("tally_writer_answered_from_recent_total"),
@@ -61,7 +61,7 @@ impl WriterCounters {
     /// One line on what happened from `self` to `later`, over `seconds`.
     pub fn describe(&self, later: &WriterCounters, seconds: f64) -> String {
         let groups = later.groups - self.groups;
-        let intents = later.intents_in_groups - self.intents_in_groups;
+        let requests = later.requests_in_groups - self.requests_in_groups;
         let commit = later.commit_seconds - self.commit_seconds;
         let before = later.answered_before_group - self.answered_before_group;
         let recent = later.answered_from_recent - self.answered_from_recent;
@@ -74,14 +74,14 @@ impl WriterCounters {
         let redone = later.decided_ahead_redone - self.decided_ahead_redone;
         let per_group = |x: f64| if groups > 0.0 { x / groups } else { 0.0 };
         format!(
-            "writer: {:.0} groups/s of {:.1} intents, commit {:.2} ms each; \
+            "writer: {:.0} groups/s of {:.1} requests, commit {:.2} ms each; \
              answered without a group: {:.0}/s looked up, {:.0}/s from memory; \
              {:.0} groups found a key taken; \
              look-ups: {:.0} queries/s of {:.1} keys; \
              commits: {:.0} rounds/s of {:.1} groups; \
              decided ahead: {:.0} % of groups ({:.0} redone)",
             groups / seconds.max(1e-9),
-            per_group(intents),
+            per_group(requests),
             per_group(commit) * 1e3,
             before / seconds.max(1e-9),
             recent / seconds.max(1e-9),
@@ -133,7 +133,7 @@ mod tests {
         );
         assert_eq!(
             before.describe(&after, 2.0),
-            "writer: 50 groups/s of 30.0 intents, commit 3.00 ms each; \
+            "writer: 50 groups/s of 30.0 requests, commit 3.00 ms each; \
              answered without a group: 250/s looked up, 50/s from memory; \
              3 groups found a key taken; look-ups: 20 queries/s of 12.5 keys; \
              commits: 10 rounds/s of 5.0 groups; decided ahead: 25 % of groups (2 redone)"

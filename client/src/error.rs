@@ -13,7 +13,7 @@ use crate::retry::{classify, Classification};
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// 409 `idempotency_conflict`: the upstream ID already names `entry_id`
-    /// with other parameters. Nothing was written; a new intent needs a new ID.
+    /// with other parameters. Nothing was written; a new request needs a new ID.
     #[error("{problem}")]
     IdempotencyConflict {
         entry_id: String,

@@ -2,7 +2,7 @@
 //!
 //! Every mutating call takes the upstream system's stable ID as a required
 //! argument and sends it unchanged on every attempt, so a retry after a
-//! timeout is recognised by the server as the same intent and answered with
+//! timeout is recognised by the server as the same request and answered with
 //! the recorded result. Only failures that may be transient are retried
 //! (connection errors, timeouts, 429, 5xx), with capped exponential backoff,
 //! full jitter and `Retry-After`, within an attempt limit and a time budget;
@@ -35,16 +35,17 @@ pub use model::{
     AuditVerification, Balance, BalanceFigures, BatchResult, Capture, Direction, Entry, EntryKind,
     EntryPage, EntryStatus, Granularity, HeadSummary, Health, Hold, HoldInfo, HoldStatus, Metadata,
     Movements, Operation, Overdraft, Payment, Posted, Refund, Rejection, Release, Reversal,
-    Signature, Statement, Usage, UsageDebit, UsagePeriod, VerificationProblem, VerificationStatus,
-    WebhookAttempt, WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryStatus, WebhookEndpoint,
-    WebhookEndpointChange, WebhookEndpointRequest, WebhookEndpointWithSecret, WebhookEventType,
-    WebhookReplay,
+    Signature, Statement, StripeEvent, StripeEventPage, StripeEventStatus, StripeIntegration,
+    StripeIntegrationRequest, Usage, UsageDebit, UsagePeriod, VerificationProblem,
+    VerificationStatus, WebhookAttempt, WebhookDelivery, WebhookDeliveryPage,
+    WebhookDeliveryStatus, WebhookEndpoint, WebhookEndpointChange, WebhookEndpointRequest,
+    WebhookEndpointWithSecret, WebhookEventType, WebhookReplay,
 };
 pub use ops::VERIFY_TIMEOUT;
 pub use problem::{FieldError, Problem};
 pub use query::{
-    AccountQuery, BalanceQuery, EntryQuery, ExportFormat, ExportQuery, StatementQuery, UsageQuery,
-    WebhookDeliveryQuery,
+    AccountQuery, BalanceQuery, EntryQuery, ExportFormat, ExportQuery, StatementQuery,
+    StripeEventQuery, UsageQuery, WebhookDeliveryQuery,
 };
 pub use retry::{Classification, RetryPolicy};
 

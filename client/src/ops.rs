@@ -8,13 +8,14 @@ use serde::Serialize;
 use crate::model::{
     Account, AccountPage, AccountSettings, Adjustment, AuditHead, AuditVerification, Balance,
     BatchResult, BatchResults, Capture, Entry, EntryPage, Health, Hold, HoldInfo, Operation,
-    Payment, Posted, Refund, Release, Reversal, Statement, Usage, UsageDebit, WebhookDelivery,
+    Payment, Posted, Refund, Release, Reversal, Statement, StripeEvent, StripeEventPage,
+    StripeIntegration, StripeIntegrationRequest, Usage, UsageDebit, WebhookDelivery,
     WebhookDeliveryPage, WebhookEndpoint, WebhookEndpointChange, WebhookEndpointList,
     WebhookEndpointRequest, WebhookEndpointWithSecret, WebhookReplay, WebhookReplayRequest,
 };
 use crate::query::{
-    encode, AccountQuery, BalanceQuery, EntryQuery, ExportQuery, StatementQuery, UsageQuery,
-    WebhookDeliveryQuery,
+    encode, AccountQuery, BalanceQuery, EntryQuery, ExportQuery, StatementQuery, StripeEventQuery,
+    UsageQuery, WebhookDeliveryQuery,
 };
 use crate::{Answer, Client, ClientError, Method};
 
@@ -336,6 +337,67 @@ impl Client {
         decode(&answer)
     }
 
+    /// `PUT /v1/integrations/stripe` (scope `admin`): creates or replaces
+    /// the tenant's Stripe settings. The answer's `endpoint_path` is the
+    /// path to give Stripe (it stays the same when the settings are
+    /// replaced); the secrets are never answered back. The same settings
+    /// again are harmless, so it is retried like every call.
+    pub async fn put_stripe_integration(
+        &self,
+        request: &StripeIntegrationRequest,
+    ) -> Result<StripeIntegration, ClientError> {
+        let body = to_body(request)?;
+        let answer = self
+            .send(Method::Put, STRIPE_INTEGRATION_PATH, Some(body))
+            .await?;
+        decode(&answer)
+    }
+
+    /// `GET /v1/integrations/stripe` (scope `admin`), without its secrets;
+    /// `NotFound` when none is configured.
+    pub async fn get_stripe_integration(&self) -> Result<StripeIntegration, ClientError> {
+        self.get_json(STRIPE_INTEGRATION_PATH).await
+    }
+
+    /// `DELETE /v1/integrations/stripe` (scope `admin`, 204): deliveries to
+    /// its path are refused from now on; the events received stay listed
+    /// and their entries stay in the ledger. `NotFound` when none is
+    /// configured (also for a retry after a lost answer).
+    pub async fn delete_stripe_integration(&self) -> Result<(), ClientError> {
+        self.send(Method::Delete, STRIPE_INTEGRATION_PATH, None)
+            .await?;
+        Ok(())
+    }
+
+    /// One page of `GET /v1/integrations/stripe/events` (scope `read`): the
+    /// events received, in `event_id` order, filtered by status; follow
+    /// `next_after` (as `after`) for the next page.
+    pub async fn list_stripe_events(
+        &self,
+        query: &StripeEventQuery,
+    ) -> Result<StripeEventPage, ClientError> {
+        self.get_json(&format!(
+            "{STRIPE_INTEGRATION_PATH}/events{}",
+            query.to_query()
+        ))
+        .await
+    }
+
+    /// `POST /v1/integrations/stripe/events/{event_id}/reapply` (scope
+    /// `post`): maps the recorded event again with the current settings and
+    /// decides its operations (for an `unmapped` event once its mapping is
+    /// fixed); the event as recorded now. Idempotent: the entries are keyed
+    /// by Stripe's ids. `NotFound` for an unknown event, `InvalidRequest`
+    /// when no integration is configured.
+    pub async fn reapply_stripe_event(&self, event_id: &str) -> Result<StripeEvent, ClientError> {
+        let path = format!(
+            "{STRIPE_INTEGRATION_PATH}/events/{}/reapply",
+            encode(event_id)
+        );
+        let answer = self.send(Method::Post, &path, None).await?;
+        decode(&answer)
+    }
+
     async fn post_entry<T: Serialize>(
         &self,
         path: String,
@@ -361,6 +423,8 @@ impl Client {
         decode(&answer)
     }
 }
+
+const STRIPE_INTEGRATION_PATH: &str = "/v1/integrations/stripe";
 
 fn webhook_endpoint_path(id: &str) -> String {
     format!("/v1/webhook-endpoints/{}", encode(id))

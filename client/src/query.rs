@@ -3,7 +3,7 @@
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::model::wire::time;
-use crate::model::{EntryKind, EntryStatus, Granularity, WebhookDeliveryStatus};
+use crate::model::{EntryKind, EntryStatus, Granularity, StripeEventStatus, WebhookDeliveryStatus};
 
 /// Builds `a=1&b=2`, percent-encoding every value.
 #[derive(Default)]
@@ -218,6 +218,27 @@ impl WebhookDeliveryQuery {
     }
 }
 
+/// Options of `GET /v1/integrations/stripe/events` (in `event_id` order).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StripeEventQuery {
+    /// Only events in this status.
+    pub status: Option<StripeEventStatus>,
+    /// Events after this `event_id` (the previous page's `next_after`).
+    pub after: Option<String>,
+    /// 1 to 1,000; the server's default (100) when `None`.
+    pub limit: Option<u32>,
+}
+
+impl StripeEventQuery {
+    pub(crate) fn to_query(&self) -> String {
+        Query::default()
+            .put("status", self.status.map(StripeEventStatus::as_str))
+            .put("after", self.after.as_ref())
+            .put("limit", self.limit.map(|l| l.to_string()))
+            .finish()
+    }
+}
+
 /// Percent-encodes everything but RFC 3986's unreserved characters, for a
 /// path segment or a query value.
 pub(crate) fn encode(text: &str) -> String {
@@ -301,5 +322,16 @@ mod tests {
             limit: Some(5),
         };
         assert_eq!(q.to_query(), "?status=failed&after=wd_1&limit=5");
+    }
+
+    #[test]
+    fn stripe_event_pages() {
+        assert_eq!(StripeEventQuery::default().to_query(), "");
+        let q = StripeEventQuery {
+            status: Some(StripeEventStatus::Unmapped),
+            after: Some("evt_1".into()),
+            limit: Some(50),
+        };
+        assert_eq!(q.to_query(), "?status=unmapped&after=evt_1&limit=50");
     }
 }

@@ -3,7 +3,7 @@ use crate::fields::ValidationErrors;
 /// Everything the ledger can answer besides success.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    /// The request is not a valid intent; nothing was written.
+    /// The request is not a valid entry request; nothing was written.
     #[error("invalid request: {0}")]
     Invalid(ValidationErrors),
     /// No such object in this tenant (or in another one: we do not say).

@@ -2,7 +2,7 @@
 //!
 //! Every `tally serve` process sweeps; none coordinates with the others.
 //! Exactly-once comes from the ledger, not from the sweepers: each expired
-//! hold gets the same intent everywhere (`EntryRequest::expiry_release`, keyed by
+//! hold gets the same request everywhere (`EntryRequest::expiry_release`, keyed by
 //! the hold), the UNIQUE key lets one entry through, and the hold's state,
 //! read under the tenant's head lock, turns a sweep that lost a race with a
 //! capture or release into a no-op.
@@ -57,11 +57,11 @@ async fn release_tenant(writers: &Writers, tenant: String, now: DateTime<Utc>) -
             .storage()
             .expired_holds(&tenant, now, SWEEP_BATCH)
             .await?;
-        let intents = holds
+        let requests = holds
             .iter()
             .map(|h| EntryRequest::expiry_release(h))
             .collect();
-        let decisions = writers.decide_all(&tenant, intents).await?;
+        let decisions = writers.decide_all(&tenant, requests).await?;
         Ok::<_, LedgerError>(
             decisions
                 .iter()

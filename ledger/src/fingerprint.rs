@@ -1,4 +1,4 @@
-//! The fingerprint of an intent: sha256 over the canonical JSON of the
+//! The fingerprint of a request: sha256 over the canonical JSON of the
 //! business parameters the client supplied. `docs/idempotency.md` specifies
 //! the canonical form so another implementation can reproduce it.
 

@@ -2,8 +2,9 @@
 //! storage engines behind one narrow interface. Knows nothing of HTTP.
 //!
 //! Where things live:
-//! - [`intent`]: a client's request turned into a validated, fingerprinted intent.
-//! - [`decide`]: the one place where an intent becomes an entry, a replay, a
+//! - [`request`]: a client's request turned into a validated, fingerprinted
+//!   entry request.
+//! - [`decide`]: the one place where an entry request becomes an entry, a replay, a
 //!   conflict or a refusal.
 //! - [`writer`]: the per-tenant group-commit writer: admission, queues,
 //!   look-ups and the loop that hands groups to [`group`].
@@ -28,8 +29,10 @@ pub mod expiry;
 pub mod fields;
 pub mod fingerprint;
 pub mod fold;
+pub mod fold_parts;
 pub mod group;
 pub mod hex_text;
+pub mod histogram;
 pub mod intents;
 pub mod keys;
 mod look_ups;
@@ -38,8 +41,7 @@ pub mod recent;
 pub mod recorded_at;
 pub mod request;
 pub mod rule_fold;
-pub mod state;
-pub mod stats;
+pub mod rule_state;
 pub mod store;
 pub mod verify;
 pub mod wide;

@@ -1,4 +1,4 @@
-//! Property tests of the canonical fingerprint (SPEC §1.3): the same intent
+//! Property tests of the canonical fingerprint (SPEC §1.3): the same request
 //! written any way JSON allows — keys in any order, any whitespace, equal
 //! decimals in any form, one instant in any offset — has one fingerprint,
 //! and changing any business field changes it.
@@ -192,7 +192,7 @@ fn runner() -> TestRunner {
 }
 
 #[test]
-fn one_intent_written_any_way_has_one_fingerprint() {
+fn one_request_written_any_way_has_one_fingerprint() {
     let mut runner = runner();
     let ran = std::cell::Cell::new(0u32);
     runner
@@ -211,7 +211,7 @@ fn one_intent_written_any_way_has_one_fingerprint() {
         })
         .unwrap();
     eprintln!(
-        "one_intent_written_any_way_has_one_fingerprint: {} cases",
+        "one_request_written_any_way_has_one_fingerprint: {} cases",
         ran.get()
     );
 }
@@ -232,7 +232,7 @@ fn every_business_field_changes_the_fingerprint() {
                 4 => changed.quantity = Some(changed.quantity.map_or((1, 0), |(m, s)| (m + 1, s))),
                 5 => changed.occurred_at = Some(changed.occurred_at.map_or(0, |s| s + 1)),
                 6 => changed.metadata.push(("zz_new".into(), "v".into())),
-                // A field sent is part of the intent, absent is another intent.
+                // A field sent is part of the request, absent is another request.
                 _ => {
                     changed.meter = match changed.meter {
                         Some(_) => None,

@@ -8,9 +8,6 @@
 //! that runs it, one file per engine.
 
 pub mod balances;
-mod changes;
-mod packed;
-mod parts;
 pub mod statement;
 pub mod usage;
 pub mod verify;

@@ -12,7 +12,7 @@
 # MUTATION: forget-keys (the server forgets every existing idempotency
 # key), no-unique-key (the schema loses the UNIQUE key). Default: both.
 # Passes (exit 0) only if the suite goes red on every engine, for the
-# reason it exists: a double post when the UNIQUE key is gone, intents
+# reason it exists: a double post when the UNIQUE key is gone, requests
 # never acknowledged when it is kept (the database refuses the double post
 # and the broken server can only answer 5xx). --control applies nothing
 # and passes only if the suite is green: the copy and its build alone

@@ -41,13 +41,13 @@ pub async fn metric(server: &Server, name: &str) -> Option<f64> {
     })
 }
 
-/// Waits until the writers hold at least `intents` queued intents: the
-/// requests carrying them are inside the server, past every admission check.
-pub async fn until_queued(server: &Server, intents: f64) {
+/// Waits until the writers hold at least `requests` queued entry requests:
+/// the HTTP requests carrying them are inside the server, past every admission check.
+pub async fn until_queued(server: &Server, requests: f64) {
     until(
-        &format!("{intents} intents queued in the writers"),
+        &format!("{requests} entry requests queued in the writers"),
         Duration::from_secs(10),
-        || async { metric(server, "tally_writer_queued_intents").await >= Some(intents) },
+        || async { metric(server, "tally_writer_queued_requests").await >= Some(requests) },
     )
     .await;
 }

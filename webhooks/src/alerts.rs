@@ -14,7 +14,7 @@ use rust_decimal::Decimal;
 use tally_ledger::balance::wide::WideDecimal;
 use tally_ledger::entry::{EntryStatus, StoredEntry};
 use tally_ledger::request::EntryKind;
-use tally_ledger::state::{low_balance_from_json, StateKey, StateValue};
+use tally_ledger::rule_state::{low_balance_from_json, StateKey, StateValue};
 use tally_ledger::store::Storage;
 use tally_ledger::LedgerError;
 use tally_projections::balances::BalanceView;

@@ -40,7 +40,7 @@ pub async fn derive_events(
 }
 
 /// The hold `e` released at its expiry, if it is such a release: the
-/// server's own intent, keyed `<server prefix>expired:<hold_id>`.
+/// server's own request, keyed `<server prefix>expired:<hold_id>`.
 fn expired_hold(e: &StoredEntry) -> Option<&str> {
     if e.kind != EntryKind::HoldRelease || e.status != EntryStatus::Posted {
         return None;

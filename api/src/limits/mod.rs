@@ -186,7 +186,7 @@ impl Lifecycle {
 /// (503), the probes excepted, and answers 503 to one that runs longer than
 /// `--request-timeout-ms` (tower's `Timeout`; tower-http's answers 408 with
 /// no problem body and no `Retry-After`, so tower's error is mapped here
-/// instead). The handler is dropped then; an intent it already handed to its
+/// instead). The handler is dropped then; an entry request it already handed to its
 /// tenant's writer is still decided (and may be committed), so the client's
 /// retry with the same upstream ID is a replay.
 ///

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
-use tally_ledger::stats::HistogramSnapshot;
+use tally_ledger::histogram::HistogramSnapshot;
 use tally_projections::usage::UsageLag;
 
 use crate::state::AppState;
@@ -43,27 +43,27 @@ const fn series(name: &'static str, kind: Kind, help: &'static str) -> Series {
 
 /// Every family this collector exposes (docs/operations.md, "Monitoring").
 const SERIES: &[Series] = &[
-    series("tally_writer_group_size", Kind::Histogram, "Intents decided per group transaction of the tenant writers."),
+    series("tally_writer_group_size", Kind::Histogram, "Entry requests decided per group transaction of the tenant writers."),
     series("tally_writer_commit_duration_seconds", Kind::Histogram, "Duration of one group transaction, BEGIN to the end of COMMIT (its one retry included)."),
     series("tally_writer_failed_groups_total", Kind::Counter, "Group transactions that failed after their retry: nothing committed, every caller got 503 (500 if the failure was not transient)."),
-    series("tally_writer_answered_before_group_total", Kind::Counter, "Intents answered by the key look-up before the writer (replays and conflicts of committed entries); they never entered a group."),
+    series("tally_writer_answered_before_group_total", Kind::Counter, "Entry requests answered by the key look-up before the writer (replays and conflicts of committed entries); they never entered a group."),
     series("tally_writer_groups_decided_ahead_total", Kind::Counter, "Groups decided from the writer's memory while the group before them was written (pipelining)."),
     series("tally_writer_groups_decided_ahead_redone_total", Kind::Counter, "Groups decided ahead whose write found the head moved or failed: decided again under the head lock, nothing of the first decision sent."),
-    series("tally_writer_intents_not_looked_up_total", Kind::Counter, "Intents sent to the writer without a key look-up, the look-ups before them having found a run of free keys: the UNIQUE constraint decides."),
+    series("tally_writer_requests_not_looked_up_total", Kind::Counter, "Entry requests sent to the writer without a key look-up, the look-ups before them having found a run of free keys: the UNIQUE constraint decides."),
     series("tally_writer_groups_key_taken_total", Kind::Counter, "Groups whose write found a key taken (a replay sent without look-up, or a key taken since its look-up): nothing written, decided again with every key looked up."),
     series("tally_writer_look_up_queries_total", Kind::Counter, "Queries of the key look-up before the writer; with tally_writer_keys_looked_up_total, the keys each shared."),
     series("tally_writer_keys_looked_up_total", Kind::Counter, "Keys asked for by the look-up before the writer (found or free)."),
-    series("tally_writer_answered_from_recent_total", Kind::Counter, "Intents answered from the entries this process recently committed or found (--recent-entries-mib): no writer, no database."),
-    series("tally_commit_rounds_total", Kind::Counter, "Shared rounds committed or attempted: one transaction each, holding the groups of every tenant ready at that moment (--committers)."),
-    series("tally_commit_round_groups_total", Kind::Counter, "Groups (and writes of groups decided ahead) that went into shared rounds; divided by tally_commit_rounds_total, the groups one fsync carries."),
-    series("tally_commit_round_groups_failed_total", Kind::Counter, "Groups of a shared round rolled back to their savepoint (a key taken, the head moved) while the others in the round went on."),
+    series("tally_writer_answered_from_recent_total", Kind::Counter, "Entry requests answered from the entries this process recently committed or found (--recent-entries-mib): no writer, no database."),
+    series("tally_commit_rounds_total", Kind::Counter, "Commit rounds committed or attempted: one transaction each, holding the groups of every tenant ready at that moment (--committers)."),
+    series("tally_commit_round_groups_total", Kind::Counter, "Groups (and writes of groups decided ahead) that went into commit rounds; divided by tally_commit_rounds_total, the groups one fsync carries."),
+    series("tally_commit_round_groups_failed_total", Kind::Counter, "Groups of a commit round rolled back to their savepoint (a key taken, the head moved) while the others in the round went on."),
     series("tally_writer_remembered", Kind::Gauge, "Accounts and rule-state records the tenant writers remember between groups, all tenants together."),
     series("tally_writer_remembered_limit", Kind::Gauge, "The most they may remember together: a writer whose next group would pass it starts over."),
     series("tally_recent_entries", Kind::Gauge, "Committed entries held to answer retries."),
     series("tally_recent_entries_bytes", Kind::Gauge, "Bytes those entries are counted as, against the bound --recent-entries-mib."),
-    series("tally_writer_queued_intents", Kind::Gauge, "Intents waiting in or being decided by the tenant writers, summed over tenants."),
-    series("tally_writer_queued_intents_max", Kind::Gauge, "Intents waiting in the fullest tenant queue; at tally_writer_queue_capacity requests get 429."),
-    series("tally_writer_queue_capacity", Kind::Gauge, "Intents a tenant queue holds before requests get 429 (--queue-capacity)."),
+    series("tally_writer_queued_requests", Kind::Gauge, "Entry requests waiting in or being decided by the tenant writers, summed over tenants."),
+    series("tally_writer_queued_requests_max", Kind::Gauge, "Entry requests waiting in the fullest tenant queue; at tally_writer_queue_capacity requests get 429."),
+    series("tally_writer_queue_capacity", Kind::Gauge, "Entry requests a tenant queue holds before requests get 429 (--queue-capacity)."),
     series("tally_writer_tenants", Kind::Gauge, "Tenants with a writer in this process."),
     series("tally_writer_idle_stopped_total", Kind::Counter, "Tenant writers stopped after --writer-idle-ms without work (their remembered balances freed)."),
     series("tally_expired_holds_released_total", Kind::Counter, "Expired holds this process released (hold_release entries written by the sweeper)."),
@@ -95,6 +95,12 @@ const SERIES: &[Series] = &[
         labels: &["tenant", "endpoint"],
     },
     series("tally_webhook_endpoints_disabled", Kind::Gauge, "Webhook endpoints disabled, over every tenant (by a PATCH, or after a 410). Absent when the database did not answer the scrape in time."),
+    series("tally_ingest_nats_consumed_total", Kind::Counter, "Messages the NATS consumer of --ingest-nats pulled."),
+    series("tally_ingest_nats_committed_total", Kind::Counter, "Entries the NATS consumer created."),
+    series("tally_ingest_nats_replayed_total", Kind::Counter, "Operations of NATS messages that replayed committed entries (redeliveries, duplicates)."),
+    series("tally_ingest_nats_dead_lettered_total", Kind::Counter, "NATS messages refused for good, published to the dead-letter subject and terminated."),
+    series("tally_ingest_nats_redelivered_total", Kind::Counter, "NATS messages negatively acknowledged after a transient failure, to be redelivered."),
+    series("tally_ingest_nats_lag_messages", Kind::Gauge, "Messages of the stream not yet delivered to the NATS consumer, as the server last said."),
 ];
 
 /// The descriptions of [`SERIES`] (a name the crate refused would be
@@ -169,7 +175,7 @@ impl LedgerCollector {
                 load(&stats.decided_ahead_redone),
             ),
             (
-                "tally_writer_intents_not_looked_up_total",
+                "tally_writer_requests_not_looked_up_total",
                 load(&stats.not_looked_up),
             ),
             (
@@ -204,8 +210,8 @@ impl LedgerCollector {
             ),
             ("tally_recent_entries", held as f64),
             ("tally_recent_entries_bytes", bytes as f64),
-            ("tally_writer_queued_intents", depth.total as f64),
-            ("tally_writer_queued_intents_max", depth.max as f64),
+            ("tally_writer_queued_requests", depth.total as f64),
+            ("tally_writer_queued_requests_max", depth.max as f64),
             (
                 "tally_writer_queue_capacity",
                 writers.config().queue_capacity as f64,
@@ -261,6 +267,17 @@ impl LedgerCollector {
             "tally_webhook_deliveries_given_up_total",
             value(&[], load(&deliveries.given_up)),
         ));
+        let nats = &self.app.nats;
+        for (name, counter) in [
+            ("tally_ingest_nats_consumed_total", &nats.consumed),
+            ("tally_ingest_nats_committed_total", &nats.committed),
+            ("tally_ingest_nats_replayed_total", &nats.replayed),
+            ("tally_ingest_nats_dead_lettered_total", &nats.dead_lettered),
+            ("tally_ingest_nats_redelivered_total", &nats.redelivered),
+            ("tally_ingest_nats_lag_messages", &nats.lag),
+        ] {
+            out.push((name, value(&[], load(counter))));
+        }
         if let Some(w) = &self.webhooks {
             for (tenant, endpoint, seconds) in &w.oldest_pending {
                 out.push((

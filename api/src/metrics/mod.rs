@@ -162,7 +162,7 @@ impl Metrics {
             )?,
             replays: IntCounter::new(
                 "tally_replays_total",
-                "Answers marked Idempotent-Replayed: a retry of an intent already decided (batch items included).",
+                "Answers marked Idempotent-Replayed: a retry of an entry request already decided (batch items included).",
             )?,
             conflicts: IntCounter::new(
                 "tally_idempotency_conflicts_total",
@@ -203,7 +203,7 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// One decided intent and the answer it got (single or batch item).
+    /// One decided entry request and the answer it got (single or batch item).
     pub fn observe_answer(&self, outcome: Outcome, answer: &Answer) {
         let code = || match answer {
             Answer::Problem { body, .. } => body.get("code").and_then(Value::as_str).unwrap_or(""),

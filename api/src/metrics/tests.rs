@@ -3,7 +3,7 @@
 use prometheus::core::Collector;
 use prometheus::proto::{MetricFamily, MetricType};
 use prometheus::TextEncoder;
-use tally_ledger::stats::Histogram;
+use tally_ledger::histogram::Histogram;
 
 use super::ledger::histogram;
 use super::*;

@@ -59,6 +59,7 @@ const PROBLEM_JSON: &str = "application/problem+json";
         (name = "entries", description = "Usage debits, payments, batches, and reading the log."),
         (name = "accounts", description = "Account settings, balances, usage summaries, statements."),
         (name = "holds", description = "Reserve, capture, release."),
+        (name = "integrations", description = "Stripe webhooks as payments and refunds: the integration's settings, its events, deliveries from Stripe (docs/ingest.md)."),
         (name = "intents", description = "Any costly action done once: claims under fenced leases, stored outcomes, ledger entries committed with them (docs/intents.md)."),
         (name = "rules", description = "Refunds, reversals, adjustments (docs/ledger-rules.md)."),
         (name = "audit", description = "Exports of the log, the signed chain head, a verification run by the server (docs/audit.md)."),

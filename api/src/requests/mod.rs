@@ -4,8 +4,8 @@
 //! A body struct derives `Deserialize` with `deny_unknown_fields` (so its
 //! schema says `additionalProperties: false`) and `ToSchema`. Its fields
 //! are [`Raw`]: serde checks the shape (which fields exist; the body
-//! extractor has already refused repeated keys), and the ledger's intent
-//! parsers stay the one place that validates values, so a 422 still lists
+//! extractor has already refused repeated keys), and the ledger's entry
+//! request parsers stay the one place that validates values, so a 422 still lists
 //! every problem of a body at once and amounts keep their exact text
 //! ([`read`]).
 
@@ -16,6 +16,7 @@ use tally_ledger::request::{EntryKind, EntryRequest};
 mod accounts;
 mod batch;
 mod holds;
+mod integrations;
 mod intents;
 mod queries;
 mod raw;
@@ -26,12 +27,15 @@ mod webhooks;
 pub use accounts::AccountSettingsRequest;
 pub use batch::{BatchOperation, BatchRequest};
 pub use holds::{CaptureRequest, HoldRequest, ReleaseRequest};
+pub use integrations::{
+    stripe_settings, StripeEventRequest, StripeIntegrationRequest, StripeSettings, STRIPE_FIELDS,
+};
 pub use intents::{
     ClaimIntentRequest, CompleteIntentRequest, FailIntentRequest, HeartbeatIntentRequest,
 };
 pub use queries::{
     AccountsQuery, BalanceQuery, EntriesQuery, ExportQuery, IntentsQuery, StatementQuery,
-    UsageQuery, WebhookDeliveriesQuery,
+    StripeEventsQuery, UsageQuery, WebhookDeliveriesQuery,
 };
 pub use raw::{field_names, read, Raw};
 pub use rules::{AdjustmentRequest, Direction, RefundRequest, ReversalRequest};
@@ -45,7 +49,10 @@ pub use webhooks::{
 /// Validates a body of a kind whose whole request is the body (the single
 /// endpoints of those kinds and each batch operation) through its typed
 /// struct, then the ledger's parser of that kind.
-pub fn intent(kind: EntryKind, body: Map<String, Value>) -> Result<EntryRequest, ValidationErrors> {
+pub fn entry_request(
+    kind: EntryKind,
+    body: Map<String, Value>,
+) -> Result<EntryRequest, ValidationErrors> {
     let fields = match kind {
         EntryKind::UsageDebit => read::<UsageDebitRequest>(body),
         EntryKind::Payment => read::<PaymentRequest>(body),

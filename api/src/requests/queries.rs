@@ -155,3 +155,17 @@ pub struct IntentsQuery {
     #[param(minimum = 1, maximum = 1000, example = 100)]
     limit: Option<i64>,
 }
+
+/// Query of `GET /v1/integrations/stripe/events`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StripeEventsQuery {
+    /// Only events with this status.
+    status: Option<crate::views::StripeEventStatus>,
+    /// Events after this `event_id` (pass the previous page's `next_after`).
+    #[param(example = "evt_1NG8Du2eZvKYlo2CUI79vXWy")]
+    after: Option<String>,
+    /// Page size, 1–1,000; default 100.
+    #[param(minimum = 1, maximum = 1000, example = 100)]
+    limit: Option<i64>,
+}

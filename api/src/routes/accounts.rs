@@ -11,7 +11,7 @@ use tally_ledger::decide::Decision;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::check_any_account;
 use tally_ledger::request::EntryRequest;
-use tally_ledger::state::{AccountSettings, Overdraft, StateKey, StateValue};
+use tally_ledger::rule_state::{AccountSettings, Overdraft, StateKey, StateValue};
 use tally_ledger::store::AccountFilter;
 use tally_ledger::LedgerError;
 use tally_projections::balances::read_balance;
@@ -53,9 +53,9 @@ pub async fn put_account(
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Admin)?;
     let account = account.into_inner();
-    let intent = EntryRequest::settings(&account, requests::read::<AccountSettingsRequest>(body))
+    let request = EntryRequest::settings(&account, requests::read::<AccountSettingsRequest>(body))
         .map_err(ApiError::Invalid)?;
-    match app.writers.decide(caller.tenant(), intent).await? {
+    match app.writers.decide(caller.tenant(), request).await? {
         Decision::Created(_) | Decision::Unchanged(_) => {
             Ok(Json(account_view(&app, caller.tenant(), &account).await?).into_response())
         }
@@ -129,7 +129,7 @@ async fn account_view(
         metadata,
         alerts: low_balance.map_or_else(
             || serde_json::json!({}),
-            tally_ledger::state::low_balance_to_json,
+            tally_ledger::rule_state::low_balance_to_json,
         ),
         settings_version: version,
         settings_entry_id: (version > 0).then_some(entry_id),

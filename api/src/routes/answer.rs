@@ -1,4 +1,4 @@
-//! Decisions answered and counted: every handler answers a decided intent
+//! Decisions answered and counted: every handler answers a decided entry request
 //! through here, so `GET /metrics` counts each answer once (batch items
 //! included) while `crate::problem` only maps.
 
@@ -7,7 +7,7 @@ use tally_ledger::decide::Decision;
 use crate::metrics::{self, Outcome};
 use crate::problem::{decision_answer, Answer};
 
-/// The answer to a decided intent (`crate::problem::decision_answer`),
+/// The answer to a decided entry request (`crate::problem::decision_answer`),
 /// counted for `GET /metrics`: replays, conflicts, rejections and refusals
 /// by code.
 pub fn answer(decision: Decision) -> Answer {

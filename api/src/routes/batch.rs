@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use tally_ledger::fields::ValidationErrors;
 use tally_ledger::keys::Scope;
 use tally_ledger::request::{EntryKind, EntryRequest};
+use tally_ledger::writer::Writers;
 
 use super::{answer, count_embedded};
 use crate::auth::Caller;
@@ -62,7 +63,7 @@ fn operations(body: Map<String, Value>) -> Result<Vec<Value>, ApiError> {
     }
 }
 
-/// Parses one operation into an intent, or the answer its error gives.
+/// Parses one operation into an entry request, or the answer its error gives.
 pub(crate) fn parse_operation(op: Value) -> Result<EntryRequest, Answer> {
     let Value::Object(mut fields) = op else {
         return Err(invalid("operation", "must be an object").answer());
@@ -81,7 +82,7 @@ pub(crate) fn parse_operation(op: Value) -> Result<EntryRequest, Answer> {
         )
         .answer());
     };
-    requests::intent(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
+    requests::entry_request(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
 }
 
 #[utoipa::path(
@@ -110,34 +111,48 @@ pub async fn post_batch(
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Post)?;
     let ops = operations(body)?;
+    let results = decide_operations(&app.writers, caller.tenant(), ops)
+        .await?
+        .into_iter()
+        .map(|a| {
+            count_embedded(&a);
+            BatchItem::from(a)
+        })
+        .collect();
+    Ok((StatusCode::OK, axum::Json(BatchResults { results })).into_response())
+}
+
+/// The batch path: each operation parsed, the valid ones decided together
+/// in order by the tenant's writer, and every one answered exactly as its
+/// single endpoint would, in order. A database failure fails them all
+/// (nothing committed), so the caller can send them again as a whole.
+pub(crate) async fn decide_operations(
+    writers: &Writers,
+    tenant: &str,
+    ops: Vec<Value>,
+) -> Result<Vec<Answer>, ApiError> {
     let mut answers: Vec<Option<Answer>> = Vec::with_capacity(ops.len());
-    let mut intents = Vec::with_capacity(ops.len());
+    let mut entry_requests = Vec::with_capacity(ops.len());
     let mut slots = Vec::with_capacity(ops.len());
     for (i, op) in ops.into_iter().enumerate() {
         match parse_operation(op) {
-            Ok(intent) => {
-                intents.push(intent);
+            Ok(request) => {
+                entry_requests.push(request);
                 slots.push(i);
                 answers.push(None);
             }
             Err(a) => answers.push(Some(a)),
         }
     }
-    // A database failure fails the whole batch (503, nothing committed), so
-    // a client can retry the batch as a whole.
-    let decisions = app.writers.decide_all(caller.tenant(), intents).await?;
+    let decisions = writers.decide_all(tenant, entry_requests).await?;
+    assert_eq!(decisions.len(), slots.len(), "a decision per request");
     for (slot, decision) in slots.into_iter().zip(decisions) {
         answers[slot] = Some(answer(decision));
     }
-    let results = answers
+    Ok(answers
         .into_iter()
         .map(|a| {
-            let a = a.unwrap_or_else(|| {
-                ApiError::Internal("an operation got no decision".into()).answer()
-            });
-            count_embedded(&a);
-            BatchItem::from(a)
+            a.unwrap_or_else(|| ApiError::Internal("an operation got no decision".into()).answer())
         })
-        .collect();
-    Ok((StatusCode::OK, axum::Json(BatchResults { results })).into_response())
+        .collect())
 }

@@ -8,7 +8,7 @@ use tally_ledger::entry::{EntryStatus, EntryView, StoredEntry};
 use tally_ledger::keys::Scope;
 use tally_ledger::names::{check_any_account, check_upstream_id};
 use tally_ledger::request::EntryKind;
-use tally_ledger::state::{StateKey, StateValue};
+use tally_ledger::rule_state::{StateKey, StateValue};
 use tally_ledger::store::EntryFilter;
 
 use super::path::PathText;

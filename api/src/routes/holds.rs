@@ -8,7 +8,7 @@ use tally_ledger::entry::format_recorded_at;
 use tally_ledger::keys::Scope;
 use tally_ledger::names::check_upstream_id;
 use tally_ledger::request::EntryRequest;
-use tally_ledger::state::{StateKey, StateValue};
+use tally_ledger::rule_state::{StateKey, StateValue};
 
 use super::path::PathText;
 use super::rules::decide;

@@ -12,6 +12,8 @@ pub mod console;
 pub mod entries;
 pub mod health;
 pub mod holds;
+pub mod ingest;
+pub mod integrations;
 pub mod intents;
 pub(crate) mod path;
 mod query;

@@ -1,6 +1,6 @@
 //! `POST /v1/refunds`, `POST /v1/reversals` (scope `post`) and
 //! `POST /v1/adjustments` (scope `admin`): decided by the tenant's writer
-//! like every other intent.
+//! like every other entry request.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -113,7 +113,7 @@ pub(crate) async fn decide(
     parse: impl FnOnce(Map<String, Value>) -> Result<EntryRequest, ValidationErrors>,
 ) -> Result<Response, ApiError> {
     caller.require(scope)?;
-    let intent = parse(body).map_err(ApiError::Invalid)?;
-    let decision = app.writers.decide(caller.tenant(), intent).await?;
+    let request = parse(body).map_err(ApiError::Invalid)?;
+    let decision = app.writers.decide(caller.tenant(), request).await?;
     Ok(answer(decision).into_response())
 }

@@ -78,7 +78,7 @@ async fn post(
     body: serde_json::Map<String, serde_json::Value>,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Post)?;
-    let intent = requests::intent(kind, body).map_err(ApiError::Invalid)?;
-    let decision = app.writers.decide(caller.tenant(), intent).await?;
+    let request = requests::entry_request(kind, body).map_err(ApiError::Invalid)?;
+    let decision = app.writers.decide(caller.tenant(), request).await?;
     Ok(answer(decision).into_response())
 }

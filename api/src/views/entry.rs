@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-// What kind of intent made the entry.
+// What kind of request made the entry.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EntryKind {

@@ -9,9 +9,10 @@ mod entries;
 mod entry;
 mod fields;
 mod holds;
+mod integrations;
 mod intents;
 mod operations;
-mod problem;
+mod problem_document;
 mod settings;
 mod statement;
 mod usage;
@@ -25,12 +26,16 @@ pub use entries::EntryPage;
 pub use entry::{Entry, EntryDetails, EntryKind, EntryStatus, Rejection};
 pub use fields::FieldError;
 pub use holds::{HoldStatus, HoldView};
+pub use integrations::{
+    StripeDelivery, StripeEvent, StripeEventPage, StripeEventStatus, StripeIntegration,
+    INGEST_PREFIX,
+};
 pub use intents::{
     IntentChange, IntentCompletion, IntentErrorView, IntentPage, IntentStatusName, IntentView,
     LeaseView,
 };
 pub use operations::Health;
-pub use problem::{Problem, ProblemCode};
+pub use problem_document::{Problem, ProblemCode};
 pub use settings::{Alerts, Metadata, Overdraft, OverdraftLimit, OverdraftMode};
 pub use statement::{BalanceFigures, Movements, Statement};
 pub use usage::{Granularity, Usage, UsagePeriod};

@@ -4,11 +4,15 @@
 //! unknown ones): an optional field left `None` is absent, never `null`.
 //! Money is [`rust_decimal::Decimal`], sent and received as JSON strings.
 
+mod integrations;
 mod requests;
 mod responses;
 mod views;
 mod webhooks;
 
+pub use integrations::{
+    StripeEvent, StripeEventPage, StripeEventStatus, StripeIntegration, StripeIntegrationRequest,
+};
 pub use requests::{
     AccountSettings, Adjustment, Alerts, Capture, Direction, Hold, Operation, Overdraft, Payment,
     Refund, Release, Reversal, UsageDebit,
@@ -37,7 +41,7 @@ pub(crate) mod wire {
     use serde::Serializer;
 
     /// A decimal as a JSON string, normalised (`1.50` → `"1.5"`; the
-    /// server's fingerprint treats them as the same intent anyway).
+    /// server's fingerprint treats them as the same request anyway).
     pub fn decimal<S: Serializer>(d: &Decimal, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&d.normalize().to_string())
     }

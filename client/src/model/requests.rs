@@ -1,5 +1,5 @@
 //! The bodies of the mutating endpoints. Each carries the upstream system's
-//! ID of the intent as a required constructor argument: it is the
+//! ID of the operation as a required constructor argument: it is the
 //! idempotency key, taken from the caller, never generated here.
 
 use chrono::{DateTime, Utc};

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use crate::balance::AccountBalance;
+use crate::wide::WideDecimal;
 use chrono::{DateTime, Utc};
 
 use crate::chain::{entry_hash, Head};
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::names::{is_system_account, HOLDS_ACCOUNT};
 use crate::request::EntryRequest;
-use crate::state::{AccountSettings, HoldRecord, StateKey, StateValue};
+use crate::rule_state::{AccountSettings, HoldRecord, StateKey, StateValue};
 
 use super::{Decision, GroupOutcome, GroupState, Plan, RecordChange};
 
@@ -18,7 +19,7 @@ use super::{Decision, GroupOutcome, GroupState, Plan, RecordChange};
 /// stores it with its reason if a rule rejected it.
 pub(super) fn append(
     state: &mut GroupState,
-    intent: &EntryRequest,
+    request: &EntryRequest,
     plan: Plan,
     balances: Vec<(String, AccountBalance)>,
     now: DateTime<Utc>,
@@ -31,6 +32,9 @@ pub(super) fn append(
     } else {
         EntryStatus::Posted
     };
+    // What `balance_after` must come to: the account's posted balance
+    // before, plus what this entry moves on it.
+    let expected_after = expected_balance_after(state, &plan, status);
     if status == EntryStatus::Posted {
         // Computed and checked by `new_balances`.
         for (account, balance) in balances {
@@ -113,6 +117,11 @@ pub(super) fn append(
         .get(&plan.account, &plan.unit)
         .map(AccountBalance::posted)
         .unwrap_or_default();
+    // A wrong `balance_after` is hashed into the chain for ever: stop here.
+    assert_eq!(
+        balance_after, expected_after,
+        "balance_after is the balance before plus the movement"
+    );
     let (rejection_code, rejection_message) = match plan.rejection {
         Some(r) => (Some(r.code.to_owned()), Some(r.message)),
         None => (None, None),
@@ -121,7 +130,7 @@ pub(super) fn append(
         tenant_id: state.tenant_id.clone(),
         seq: entry_seq,
         id,
-        kind: intent.kind,
+        kind: request.kind,
         upstream_id: plan.upstream_id,
         status,
         rejection_code,
@@ -131,8 +140,8 @@ pub(super) fn append(
         credit_account: plan.credit_account,
         amount: plan.amount,
         unit: plan.unit,
-        params: intent.params.clone(),
-        fingerprint: intent.fingerprint.text(),
+        params: request.params.clone(),
+        fingerprint: request.fingerprint.text(),
         recorded_at: now,
         balance_after,
         prev_hash: crate::hex_text::lower_hex(&state.head.hash),
@@ -141,8 +150,27 @@ pub(super) fn append(
     chain(state, entry, out)
 }
 
+/// The posted balance of the plan's account once the entry is appended:
+/// the balance before, plus the amount on the credit side, minus it on the
+/// debit side (a hold moves `held`, not the posted balance).
+fn expected_balance_after(state: &GroupState, plan: &Plan, status: EntryStatus) -> WideDecimal {
+    let mut after = state.balance(&plan.account, &plan.unit).posted();
+    if status == EntryStatus::Posted && plan.moves_money {
+        let Some(amount) = WideDecimal::from_decimal(plan.amount) else {
+            panic!("a posted amount was made exact by new_balances");
+        };
+        if plan.credit_account == plan.account {
+            after += &amount;
+        }
+        if plan.debit_account == plan.account {
+            after -= &amount;
+        }
+    }
+    after
+}
+
 /// Puts `entry` (built on `state.head`) at the head of the chain: its hash,
-/// the new head, the write, and the group's maps (later intents of the
+/// the new head, the write, and the group's maps (later requests of the
 /// group must see its key and its id).
 pub(super) fn chain(
     state: &mut GroupState,

@@ -8,9 +8,9 @@ use super::{GroupState, Plan, Refusal};
 
 /// A usage debit, a payment or a transfer: money moved between the
 /// accounts the request names, the debited one held to its floor.
-pub(super) fn transfer(intent: &EntryRequest, t: &Transfer) -> Plan {
+pub(super) fn transfer(request: &EntryRequest, t: &Transfer) -> Plan {
     let mut p = Plan::new(
-        intent,
+        request,
         &t.account,
         &t.debit_account,
         &t.credit_account,
@@ -25,7 +25,7 @@ pub(super) fn transfer(intent: &EntryRequest, t: &Transfer) -> Plan {
 /// account, in the account's unit unless the request names one.
 pub(super) fn adjustment(
     state: &GroupState,
-    intent: &EntryRequest,
+    request: &EntryRequest,
     a: &AdjustmentRequest,
 ) -> Result<Plan, Refusal> {
     let unit = match (&a.unit, state.account_units.get(&a.account)) {
@@ -43,6 +43,6 @@ pub(super) fn adjustment(
         Direction::Debit => (a.account.as_str(), ADJUSTMENTS_ACCOUNT),
     };
     Ok(Plan::new(
-        intent, &a.account, debit, credit, a.amount, &unit,
+        request, &a.account, debit, credit, a.amount, &unit,
     ))
 }

@@ -1,9 +1,9 @@
-//! The answer to one intent.
+//! The answer to one request.
 
 use std::sync::Arc;
 
 use crate::entry::StoredEntry;
-use crate::state::AccountSettings;
+use crate::rule_state::AccountSettings;
 
 /// request as sent (it depends on nothing that can change) or, for
 /// `NotFound`, resolves itself once the referenced object exists.
@@ -29,7 +29,7 @@ pub enum Refusal {
     Withheld,
 }
 
-/// The answer to one intent.
+/// The answer to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// A new entry (posted, or rejected by a ledger rule) was appended.

@@ -6,7 +6,7 @@ use rust_decimal::Decimal;
 use crate::amount::canonical;
 use crate::names::HOLDS_ACCOUNT;
 use crate::request::{EntryRequest, HoldRequest};
-use crate::state::{HoldRecord, HoldStatus};
+use crate::rule_state::{HoldRecord, HoldStatus};
 
 use super::{GroupState, Plan, RecordChange, Refusal};
 
@@ -16,7 +16,7 @@ pub const MAX_HOLD_HORIZON_DAYS: i64 = 366;
 /// A hold: `amount` held on the account until captured, released or
 /// expired, the account held to its floor.
 pub(super) fn hold(
-    intent: &EntryRequest,
+    request: &EntryRequest,
     h: &HoldRequest,
     now: DateTime<Utc>,
 ) -> Result<Plan, Refusal> {
@@ -34,7 +34,7 @@ pub(super) fn hold(
         });
     }
     let mut p = Plan::new(
-        intent,
+        request,
         &h.account,
         &h.account,
         HOLDS_ACCOUNT,
@@ -45,7 +45,7 @@ pub(super) fn hold(
     p.held_delta = h.amount;
     p.checks_floor = true;
     let record = HoldRecord {
-        hold_id: intent.upstream_id.clone(),
+        hold_id: request.upstream_id.clone(),
         account: h.account.clone(),
         unit: h.unit.clone(),
         amount: h.amount,
@@ -66,7 +66,7 @@ pub(super) fn hold(
 /// A capture of an open hold, up to its amount.
 pub(super) fn capture(
     state: &GroupState,
-    intent: &EntryRequest,
+    request: &EntryRequest,
     hold_id: &str,
     amount: &Decimal,
     now: DateTime<Utc>,
@@ -88,7 +88,7 @@ pub(super) fn capture(
         });
     }
     let mut p = Plan::new(
-        intent,
+        request,
         &hold.account,
         &hold.account,
         &hold.counter_account,
@@ -107,7 +107,7 @@ pub(super) fn capture(
 /// A release of a hold, by the client or (`expiry`) by the server.
 pub(super) fn release(
     state: &GroupState,
-    intent: &EntryRequest,
+    request: &EntryRequest,
     hold_id: &str,
     expiry: &bool,
 ) -> Result<Plan, Refusal> {
@@ -121,7 +121,7 @@ pub(super) fn release(
         return Err(Refusal::HoldAlreadyClosed);
     }
     let mut p = Plan::new(
-        intent,
+        request,
         &hold.account,
         &hold.account,
         HOLDS_ACCOUNT,

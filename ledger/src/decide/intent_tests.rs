@@ -15,7 +15,7 @@ use crate::intents::{
 };
 use crate::request::EntryKind;
 use crate::rule_fold::RuleFold;
-use crate::state::{StateKey, StateValue};
+use crate::rule_state::{StateKey, StateValue};
 
 #[derive(Debug, Clone)]
 enum Step {

@@ -15,7 +15,7 @@ use crate::intents::{
 };
 use crate::recorded_at::format_recorded_at;
 use crate::request::EntryKind;
-use crate::state::{StateKey, StateValue};
+use crate::rule_state::{StateKey, StateValue};
 
 use super::append::chain_entry;
 use super::{Decision, GroupOutcome, GroupState};

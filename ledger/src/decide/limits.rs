@@ -59,7 +59,7 @@ pub(super) fn new_balances(
 /// An account's unit is fixed by its first entry (or its settings).
 pub(super) fn check_unit(
     state: &GroupState,
-    intent: &EntryRequest,
+    request: &EntryRequest,
     account: &str,
     unit: &str,
 ) -> Result<(), Refusal> {
@@ -69,7 +69,7 @@ pub(super) fn check_unit(
     match state.account_units.get(account) {
         Some(existing) if existing != unit => {
             // Name the request field that carries the account.
-            let field = match &intent.action {
+            let field = match &request.action {
                 Action::Transfer(t) if account != t.account => "counter_account",
                 Action::Hold(h) if account != h.account => "counter_account",
                 Action::Settings(_) => "unit",

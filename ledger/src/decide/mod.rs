@@ -1,14 +1,14 @@
 //! Where an entry is decided.
 //!
 //! The storage engine loads, under the tenant's head lock, everything a group
-//! of intents can depend on (the head, entries already holding their keys or
+//! of requests can depend on (the head, entries already holding their keys or
 //! referenced by them, the balances and units of the accounts they touch,
 //! the rule state — settings, holds, refunded totals, reversals) into a
-//! [`GroupState`]; [`decide_group`] then decides every intent in order, in
+//! [`GroupState`]; [`decide_group`] then decides every request in order, in
 //! memory, and says what to write. No I/O happens here, so the rules are the
 //! same on every engine and can be tested without a database.
 //!
-//! Each intent becomes a [`Plan`] (which accounts, which amount, which rule
+//! Each request becomes a [`Plan`] (which accounts, which amount, which rule
 //! rejects it), then the plan is appended to the chain: a posted entry
 //! applies its effects, a rejected one is stored with its reason and moves
 //! nothing.
@@ -19,18 +19,19 @@
 //!   totals, then the append.
 //! - `replay.rs`: replay or conflict of a key that holds an entry
 //!   ([`decide_existing`]).
-//! - `plan.rs`: what an intent would append, dispatched by kind to:
+//! - `plan.rs`: what a request would append, dispatched by kind to:
 //!   - `debits.rs`: usage debits, payments, transfers, adjustments;
 //!   - `holds.rs`: holds, captures, releases and expiry;
 //!   - `references.rs`: account settings, refunds, reversals.
 //! - `limits.rs`: the new balances (exact, no ceiling), units, overdraft floors.
 //! - `append.rs`: the entry, its effects and the chain's new head.
-//! - `state.rs` and `decision.rs`: the state a group is decided on, what it
-//!   writes, and the answer to each intent.
+//! - `group_state.rs` and `decision.rs`: the state a group is decided on, what it
+//!   writes, and the answer to each request.
 
 mod append;
 mod debits;
 mod decision;
+mod group_state;
 mod holds;
 #[cfg(test)]
 mod intent_tests;
@@ -39,7 +40,6 @@ mod limits;
 mod plan;
 mod references;
 mod replay;
-mod state;
 #[cfg(test)]
 mod tests;
 
@@ -52,18 +52,18 @@ use limits::{check_floor, check_unit, new_balances};
 use plan::{plan, Plan, RecordChange};
 
 pub use decision::{Decision, Refusal};
+pub use group_state::{GroupOutcome, GroupState};
 pub use holds::MAX_HOLD_HORIZON_DAYS;
 pub use intents::IntentAnswer;
 pub use replay::decide_existing;
-pub use state::{GroupOutcome, GroupState};
 
-/// Decides `intents` in order against `state`, advancing `state` as it goes
-/// (a later intent of the group sees the entries, balances and records of
+/// Decides `requests` in order against `state`, advancing `state` as it goes
+/// (a later request of the group sees the entries, balances and records of
 /// the earlier ones, so the same key twice in one group is a replay, not a
 /// double post, and a capture sees the hold created just before it).
 pub fn decide_group(
     state: &mut GroupState,
-    intents: &[&EntryRequest],
+    requests: &[&EntryRequest],
     now: DateTime<Utc>,
     mut new_entry_id: impl FnMut() -> String,
 ) -> GroupOutcome {
@@ -71,14 +71,14 @@ pub fn decide_group(
     // The ledger entries an intent's completion carries follow it in the
     // group: decided only if the completion is (so both or neither).
     let mut withheld = 0usize;
-    for intent in intents {
+    for request in requests {
         if withheld > 0 {
             withheld -= 1;
             out.decisions.push(Decision::Refused(Refusal::Withheld));
             continue;
         }
-        let decision = decide_one(state, intent, now, &mut new_entry_id, &mut out);
-        if let (Action::Intent(op), Decision::Intent(answer)) = (&intent.action, &decision) {
+        let decision = decide_one(state, request, now, &mut new_entry_id, &mut out);
+        if let (Action::Intent(op), Decision::Intent(answer)) = (&request.action, &decision) {
             if !answer.lets_entries_through() {
                 withheld = op.gated_entries();
             }
@@ -87,28 +87,32 @@ pub fn decide_group(
     }
     // One decision per request, in order: the answers are matched to their
     // callers by position.
-    assert_eq!(out.decisions.len(), intents.len(), "a decision per request");
+    assert_eq!(
+        out.decisions.len(),
+        requests.len(),
+        "a decision per request"
+    );
     out
 }
 
-/// Decides one intent: the order of every check.
+/// Decides one request: the order of every check.
 fn decide_one(
     state: &mut GroupState,
-    intent: &EntryRequest,
+    request: &EntryRequest,
     now: DateTime<Utc>,
     new_entry_id: &mut impl FnMut() -> String,
     out: &mut GroupOutcome,
 ) -> Decision {
-    let key = (intent.kind, intent.upstream_id.clone());
-    if intent.kind.keyed_by_request() {
+    let key = (request.kind, request.upstream_id.clone());
+    if request.kind.keyed_by_request() {
         if let Some(existing) = state.existing.get(&key) {
-            return decide_existing(existing, intent);
+            return decide_existing(existing, request);
         }
     }
-    if let Action::Intent(op) = &intent.action {
+    if let Action::Intent(op) = &request.action {
         return intents::decide_intent(state, op, now, new_entry_id, out);
     }
-    if let Action::Settings(change) = &intent.action {
+    if let Action::Settings(change) = &request.action {
         if let Some(c) = state.settings(&change.account) {
             if c.unit == change.unit
                 && c.overdraft == change.overdraft
@@ -119,12 +123,12 @@ fn decide_one(
             }
         }
     }
-    let mut plan = match plan(state, intent, now) {
+    let mut plan = match plan(state, request, now) {
         Ok(plan) => plan,
         Err(refusal) => return Decision::Refused(refusal),
     };
     for account in [&plan.debit_account, &plan.credit_account] {
-        if let Err(refusal) = check_unit(state, intent, account, &plan.unit) {
+        if let Err(refusal) = check_unit(state, request, account, &plan.unit) {
             return Decision::Refused(refusal);
         }
     }
@@ -139,5 +143,5 @@ fn decide_one(
     } else {
         Vec::new()
     };
-    append(state, intent, plan, balances, now, new_entry_id, out)
+    append(state, request, plan, balances, now, new_entry_id, out)
 }

@@ -1,5 +1,5 @@
-//! What an intent would append ([`Plan`]), and the dispatch of each kind
-//! of intent to the file of its family.
+//! What a request would append ([`Plan`]), and the dispatch of each kind
+//! of request to the file of its family.
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -7,7 +7,7 @@ use rust_decimal::Decimal;
 use crate::wide::WideDecimal;
 
 use crate::request::{Action, EntryRequest};
-use crate::state::{HoldRecord, HoldStatus};
+use crate::rule_state::{HoldRecord, HoldStatus};
 
 use super::{debits, holds, references, GroupState, Refusal};
 
@@ -29,7 +29,7 @@ pub(super) enum RecordChange {
     Reversed(String),
 }
 
-/// What an intent would append.
+/// What a request would append.
 #[derive(Debug, Clone)]
 pub(super) struct Plan {
     pub(super) upstream_id: String,
@@ -54,7 +54,7 @@ pub(super) struct Plan {
 
 impl Plan {
     pub(super) fn new(
-        intent: &EntryRequest,
+        request: &EntryRequest,
         account: &str,
         debit: &str,
         credit: &str,
@@ -62,7 +62,7 @@ impl Plan {
         unit: &str,
     ) -> Plan {
         Plan {
-            upstream_id: intent.upstream_id.clone(),
+            upstream_id: request.upstream_id.clone(),
             account: account.to_owned(),
             debit_account: debit.to_owned(),
             credit_account: credit.to_owned(),
@@ -84,24 +84,24 @@ impl Plan {
     }
 }
 
-/// Turns an intent into what it would append, or the decision that it
+/// Turns a request into what it would append, or the decision that it
 /// appends nothing.
 pub(super) fn plan(
     state: &GroupState,
-    intent: &EntryRequest,
+    request: &EntryRequest,
     now: DateTime<Utc>,
 ) -> Result<Plan, Refusal> {
-    match &intent.action {
-        Action::Transfer(t) => Ok(debits::transfer(intent, t)),
-        Action::Adjustment(a) => debits::adjustment(state, intent, a),
-        Action::Hold(h) => holds::hold(intent, h, now),
-        Action::Capture { hold_id, amount } => holds::capture(state, intent, hold_id, amount, now),
-        Action::Release { hold_id, expiry } => holds::release(state, intent, hold_id, expiry),
-        Action::Settings(change) => Ok(references::settings(state, intent, change)),
+    match &request.action {
+        Action::Transfer(t) => Ok(debits::transfer(request, t)),
+        Action::Adjustment(a) => debits::adjustment(state, request, a),
+        Action::Hold(h) => holds::hold(request, h, now),
+        Action::Capture { hold_id, amount } => holds::capture(state, request, hold_id, amount, now),
+        Action::Release { hold_id, expiry } => holds::release(state, request, hold_id, expiry),
+        Action::Settings(change) => Ok(references::settings(state, request, change)),
         Action::Refund { payment_id, amount } => {
-            references::refund(state, intent, payment_id, amount)
+            references::refund(state, request, payment_id, amount)
         }
-        Action::Reversal { entry_id } => references::reversal(state, intent, entry_id),
+        Action::Reversal { entry_id } => references::reversal(state, request, entry_id),
         Action::Intent(_) => Err(Refusal::Invalid {
             field: "intent_id",
             message: "an intent's operation is decided by decide/intents.rs".to_owned(),

@@ -1,4 +1,4 @@
-//! Intents that refer to what the ledger holds: account settings (the
+//! Requests that refer to what the ledger holds: account settings (the
 //! rules of an account), refunds of a payment, reversals of an entry.
 
 use rust_decimal::Decimal;
@@ -6,18 +6,22 @@ use rust_decimal::Decimal;
 use crate::amount::canonical;
 use crate::entry::EntryStatus;
 use crate::request::{EntryKind, EntryRequest, SettingsChange};
-use crate::state::{StateKey, StateValue};
+use crate::rule_state::{StateKey, StateValue};
 use crate::wide::WideDecimal;
 
 use super::limits::wide;
 use super::{GroupState, Plan, RecordChange, Refusal};
 
 /// Account settings: unit, overdraft floor and metadata, versioned.
-pub(super) fn settings(state: &GroupState, intent: &EntryRequest, change: &SettingsChange) -> Plan {
+pub(super) fn settings(
+    state: &GroupState,
+    request: &EntryRequest,
+    change: &SettingsChange,
+) -> Plan {
     let current = state.settings(&change.account);
     let version = current.map_or(1, |c| c.version + 1);
     let mut p = Plan::new(
-        intent,
+        request,
         &change.account,
         &change.account,
         &change.account,
@@ -34,7 +38,7 @@ pub(super) fn settings(state: &GroupState, intent: &EntryRequest, change: &Setti
 /// A refund of a payment, up to what is left of it to refund.
 pub(super) fn refund(
     state: &GroupState,
-    intent: &EntryRequest,
+    request: &EntryRequest,
     payment_id: &str,
     amount: &Decimal,
 ) -> Result<Plan, Refusal> {
@@ -48,7 +52,7 @@ pub(super) fn refund(
         });
     };
     let mut p = Plan::new(
-        intent,
+        request,
         &payment.account,
         &payment.credit_account,
         &payment.debit_account,
@@ -100,7 +104,7 @@ pub(super) fn refund(
 /// A reversal of a posted entry of a reversible kind, once.
 pub(super) fn reversal(
     state: &GroupState,
-    intent: &EntryRequest,
+    request: &EntryRequest,
     entry_id: &str,
 ) -> Result<Plan, Refusal> {
     let Some(target) = state.by_id.get(entry_id) else {
@@ -132,7 +136,7 @@ pub(super) fn reversal(
         });
     }
     let mut p = Plan::new(
-        intent,
+        request,
         &target.account,
         &target.credit_account,
         &target.debit_account,

@@ -6,7 +6,7 @@ use chrono::Utc;
 
 use super::*;
 use crate::chain::Head;
-use crate::state::{StateKey, StateValue};
+use crate::rule_state::{StateKey, StateValue};
 use crate::wide::WideDecimal;
 use serde_json::json;
 
@@ -83,7 +83,7 @@ fn a_unit_mismatch_is_refused_and_changes_nothing() {
     assert_eq!(state.head, Head::EMPTY);
 }
 
-fn settings(account: &str, overdraft: crate::state::Overdraft) -> EntryRequest {
+fn settings(account: &str, overdraft: crate::rule_state::Overdraft) -> EntryRequest {
     let body = json!({"unit": "USD", "overdraft": overdraft.to_json()});
     EntryRequest::settings(account, body.as_object().unwrap().clone()).unwrap()
 }
@@ -101,14 +101,14 @@ fn payment(id: &str, account: &str, amount: &str) -> EntryRequest {
 #[test]
 fn debits_of_one_group_are_held_to_the_floor_one_after_another() {
     let mut state = empty_state();
-    let mut intents = vec![
-        settings("c", crate::state::Overdraft::Forbid),
+    let mut requests = vec![
+        settings("c", crate::rule_state::Overdraft::Forbid),
         payment("p", "c", "3"),
     ];
     for i in 0..5 {
-        intents.push(debit(&format!("u{i}"), "c", "1", "USD"));
+        requests.push(debit(&format!("u{i}"), "c", "1", "USD"));
     }
-    let refs: Vec<&EntryRequest> = intents.iter().collect();
+    let refs: Vec<&EntryRequest> = requests.iter().collect();
     let out = decide_group(&mut state, &refs, Utc::now(), ids());
     let statuses: Vec<&str> = out
         .new_entries

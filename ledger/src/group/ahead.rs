@@ -5,7 +5,7 @@ use crate::balance::AccountBalance;
 
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
-use crate::state::StateKey;
+use crate::rule_state::StateKey;
 use crate::store::{Fence, GroupTransaction, GroupWrite};
 use crate::LedgerError;
 

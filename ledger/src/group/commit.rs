@@ -1,136 +1,129 @@
-//! The entry points of the write path on [`Storage`]: a group decided and
-//! committed, a group decided with its write left to run on its own, and a
-//! group decided ahead from the writer's memory. The writer commits only
-//! in shared rounds (`super::shared`): a group decided ahead is written in
-//! one; [`Storage::commit_group`] and [`Storage::decide_group`], a group in
-//! a transaction of its own, serve tests and tools.
+//! The entry points of the write path: a group decided and committed, a
+//! group decided with its write left to run on its own, and a group
+//! decided ahead from the writer's memory. The writer commits only in
+//! commit rounds (`super::round`): a group decided ahead is written in
+//! one; [`commit_group`] and [`decide_group`], a group in a transaction of
+//! its own, serve tests and tools.
 
 use crate::decide::Decision;
 use crate::request::EntryRequest;
-use crate::store::{GroupTransaction, GroupWrite, SharedCommit, Storage};
+use crate::store::{GroupTransaction, GroupWrite, Storage};
+
+use super::committer::RoundCommitter;
 use crate::LedgerError;
 
 use super::ahead::ahead;
 use super::memory::WriterMemory;
 use super::pending::{DecidedWrite, PendingWrite};
+use super::round::write_ahead_in_round;
 use super::run::decide;
-use super::shared::write_ahead_in_round;
 use super::Group;
 
-impl Storage {
-    /// Decides `intents` for `tenant` in one transaction (SPEC §6). Either
-    /// every decision is committed or none is, and the error says so.
-    pub async fn commit_group(
-        &self,
-        tenant: &str,
-        intents: &[&EntryRequest],
-    ) -> Result<Vec<Decision>, LedgerError> {
-        self.commit_group_with(
-            tenant,
-            intents,
-            &[],
-            &mut |_, _| {},
-            &mut WriterMemory::default(),
-        )
+/// Decides `requests` for `tenant` in one transaction (SPEC §6). Either
+/// every decision is committed or none is, and the error says so.
+pub async fn commit_group(
+    storage: &Storage,
+    tenant: &str,
+    requests: &[&EntryRequest],
+) -> Result<Vec<Decision>, LedgerError> {
+    commit_group_with(
+        storage,
+        tenant,
+        requests,
+        &[],
+        &mut |_, _| {},
+        &mut WriterMemory::default(),
+    )
+    .await
+}
+
+/// Like [`commit_group`], and tells `final_now` (index,
+/// decision) about each decision that is final before the commit: a
+/// replay of an entry committed by an earlier transaction. Its caller
+/// can answer it at once instead of waiting for the group's fsync.
+/// `memory` is what the tenant's writer remembers between its groups.
+/// `absent[i]` says the key of `requests[i]` was looked up since the last
+/// group and held no entry, so the group need not look it up again (if
+/// it was taken meanwhile, the UNIQUE constraint fails the group, which
+/// then must be run again with `absent` empty).
+pub async fn commit_group_with(
+    storage: &Storage,
+    tenant: &str,
+    requests: &[&EntryRequest],
+    absent: &[bool],
+    final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+    memory: &mut WriterMemory,
+) -> Result<Vec<Decision>, LedgerError> {
+    decide_group(storage, tenant, requests, absent, final_now, memory)
+        .await?
+        .committed(memory)
         .await
-    }
+}
 
-    /// Like [`Storage::commit_group`], and tells `final_now` (index,
-    /// decision) about each decision that is final before the commit: a
-    /// replay of an entry committed by an earlier transaction. Its caller
-    /// can answer it at once instead of waiting for the group's fsync.
-    /// `memory` is what the tenant's writer remembers between its groups.
-    /// `absent[i]` says the key of `intents[i]` was looked up since the last
-    /// group and held no entry, so the group need not look it up again (if
-    /// it was taken meanwhile, the UNIQUE constraint fails the group, which
-    /// then must be run again with `absent` empty).
-    pub async fn commit_group_with(
-        &self,
-        tenant: &str,
-        intents: &[&EntryRequest],
-        absent: &[bool],
-        final_now: &mut (dyn FnMut(usize, &Decision) + Send),
-        memory: &mut WriterMemory,
-    ) -> Result<Vec<Decision>, LedgerError> {
-        let DecidedWrite {
-            decisions, write, ..
-        } = self
-            .decide_group(tenant, intents, absent, final_now, memory)
-            .await?;
-        if let Err(e) = write.await {
-            // The commit may have happened or not: nothing remembered holds.
-            memory.forget();
-            return Err(e);
-        }
-        Ok(decisions)
+/// Opens a group transaction, locks the head and decides `requests`
+/// under it, like [`commit_group_with`]; returns the decisions
+/// and, to be run on their own, the write and commit still due on that
+/// transaction. `memory` already holds what the group leaves behind: if
+/// the write fails, it must forget.
+pub(crate) async fn decide_group(
+    storage: &Storage,
+    tenant: &str,
+    requests: &[&EntryRequest],
+    absent: &[bool],
+    final_now: &mut (dyn FnMut(usize, &Decision) + Send),
+    memory: &mut WriterMemory,
+) -> Result<DecidedWrite, LedgerError> {
+    let group = Group {
+        tenant,
+        requests,
+        absent,
+    };
+    let mut tx = storage.begin_group().await?;
+    let decided = decide(&mut tx, group, final_now, memory)
+        .await
+        .map(|d| DecidedWrite {
+            decisions: d.decisions,
+            write: pending_write(tx, d.write),
+            start: d.start,
+        });
+    if decided.is_err() {
+        memory.forget();
     }
+    decided
+}
 
-    /// Opens a group transaction, locks the head and decides `intents`
-    /// under it, like [`Storage::commit_group_with`]; returns the decisions
-    /// and, to be run on their own, the write and commit still due on that
-    /// transaction. `memory` already holds what the group leaves behind: if
-    /// the write fails, it must forget.
-    pub(crate) async fn decide_group(
-        &self,
-        tenant: &str,
-        intents: &[&EntryRequest],
-        absent: &[bool],
-        final_now: &mut (dyn FnMut(usize, &Decision) + Send),
-        memory: &mut WriterMemory,
-    ) -> Result<DecidedWrite, LedgerError> {
-        let group = Group {
-            tenant,
-            intents,
-            absent,
-        };
-        let mut tx = self.begin_group().await?;
-        let decided = decide(&mut tx, group, final_now, memory)
-            .await
-            .map(|d| DecidedWrite {
-                decisions: d.decisions,
-                write: pending_write(tx, d.write),
-                start: d.start,
-            });
-        if decided.is_err() {
-            memory.forget();
-        }
-        decided
-    }
-
-    /// Decides `intents` from the writer's memory alone, on top of the
-    /// group still being written (see [`ahead`]); `None` when the
-    /// memory cannot answer every read. The returned write may start at
-    /// once: it goes into the next shared round of `commits`, and writes
-    /// nothing unless it finds the head where these decisions were made.
-    /// If it fails, `memory` must forget.
-    pub(crate) async fn decide_ahead(
-        &self,
-        tenant: &str,
-        intents: &[&EntryRequest],
-        absent: &[bool],
-        memory: &mut WriterMemory,
-        commits: &SharedCommit,
-    ) -> Option<DecidedWrite> {
-        let group = Group {
-            tenant,
-            intents,
-            absent,
-        };
-        let decided = ahead(group, memory).await?;
-        let start = decided.start;
-        let write = write_ahead_in_round(
-            commits.clone(),
-            tenant.to_owned(),
-            intents.len(),
-            start,
-            decided.write,
-        );
-        Some(DecidedWrite {
-            decisions: decided.decisions,
-            write,
-            start,
-        })
-    }
+/// Decides `requests` from the writer's memory alone, on top of the
+/// group still being written (see [`ahead`]); `None` when the
+/// memory cannot answer every read. The returned write may start at
+/// once: it goes into the next commit round of `commits`, and writes
+/// nothing unless it finds the head where these decisions were made.
+/// If it fails, `memory` must forget.
+pub(crate) async fn decide_ahead(
+    tenant: &str,
+    requests: &[&EntryRequest],
+    absent: &[bool],
+    memory: &mut WriterMemory,
+    commits: &RoundCommitter,
+) -> Option<DecidedWrite> {
+    let group = Group {
+        tenant,
+        requests,
+        absent,
+    };
+    let decided = ahead(group, memory).await?;
+    let start = decided.start;
+    let write = write_ahead_in_round(
+        commits.clone(),
+        tenant.to_owned(),
+        requests.len(),
+        start,
+        decided.write,
+    );
+    Some(DecidedWrite {
+        decisions: decided.decisions,
+        write,
+        start,
+    })
 }
 
 /// The write of a group decided on `tx`. With nothing to write, `tx` is

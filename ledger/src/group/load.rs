@@ -12,7 +12,7 @@ use crate::balance::AccountBalance;
 use crate::decide::GroupState;
 use crate::names::is_system_account;
 use crate::request::{Action, EntryKind, EntryRequest};
-use crate::state::{StateKey, StateValue};
+use crate::rule_state::{StateKey, StateValue};
 use crate::store::{Fence, GroupTransaction};
 use crate::LedgerError;
 
@@ -42,7 +42,7 @@ pub(super) async fn load<T: GroupTransaction>(
 ) -> Result<Loaded, LedgerError> {
     let &Group {
         tenant,
-        intents,
+        requests,
         absent,
     } = group;
     let fence = tx.lock_head(tenant).await?;
@@ -50,14 +50,14 @@ pub(super) async fn load<T: GroupTransaction>(
     let head = fence.head;
     let locked = t0.elapsed();
 
-    // Keys of the intents themselves (unless just found free), and of the
+    // Keys of the requests themselves (unless just found free), and of the
     // payments refunds name.
-    let mut keys: Vec<(EntryKind, &str)> = intents
+    let mut keys: Vec<(EntryKind, &str)> = requests
         .iter()
         .enumerate()
         .filter(|(n, i)| i.kind.keyed_by_request() && !absent.get(*n).copied().unwrap_or(false))
         .map(|(_, i)| (i.kind, i.upstream_id.as_str()))
-        .chain(intents.iter().filter_map(|i| match &i.action {
+        .chain(requests.iter().filter_map(|i| match &i.action {
             Action::Refund { payment_id, .. } => Some((EntryKind::Payment, payment_id.as_str())),
             _ => None,
         }))
@@ -78,9 +78,9 @@ pub(super) async fn load<T: GroupTransaction>(
             .existing
             .insert((e.kind, e.upstream_id.clone()), Arc::new(e));
     }
-    // Replays and conflicts move no money: only intents whose key is still
+    // Replays and conflicts move no money: only requests whose key is still
     // free need balances and rule state.
-    let live: Vec<&EntryRequest> = intents
+    let live: Vec<&EntryRequest> = requests
         .iter()
         .copied()
         .filter(|i| {
@@ -104,7 +104,7 @@ pub(super) async fn load<T: GroupTransaction>(
         }
     }
 
-    // Rule state, in two rounds: what the intents name, then the settings
+    // Rule state, in two rounds: what the requests name, then the settings
     // of accounts reached only through what was loaded (a hold's account, a
     // payment's payer).
     let mut record_keys: Vec<StateKey> = Vec::new();

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::balance::AccountBalance;
 
-use crate::state::{StateKey, StateValue};
+use crate::rule_state::{StateKey, StateValue};
 use crate::store::Fence;
 
 /// Most accounts, and most rule-state records, remembered per tenant

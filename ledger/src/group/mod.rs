@@ -1,42 +1,50 @@
-//! One group of a tenant's intents, decided and written in one transaction
+//! One group of a tenant's requests, decided and written in one transaction
 //! (SPEC §6). The write path runs one way: the writer (`crate::writer`)
 //! hands a group here; it is loaded under the tenant's head lock
 //! ([`load`]), decided by [`crate::decide`] ([`run`]), and turned into the
 //! rows it writes ([`build`]); the store (`crate::store`) only reads and
 //! writes those rows, through [`crate::store::GroupTransaction`].
 //!
-//! - [`commit`]: `Storage::commit_group*`, `decide_group`, `decide_ahead`:
+//! - [`commit`]: `commit_group*`, `decide_group`, `decide_ahead`:
 //!   the entry points the writer calls.
 //! - [`ahead`]: a group decided from the writer's memory alone, on top of
 //!   the group still being written.
-//! - [`shared`]: a group decided or written in a round shared with other
-//!   tenants (`crate::store::SharedCommit`), committed with theirs.
+//! - [`committer`]: the committer tasks and their rounds: the groups of
+//!   many tenants decided on one transaction and committed together,
+//!   through the store's I/O (read ahead, savepoints, the joint write).
+//! - [`round`]: a tenant's group in a round, committed with the others.
 //! - [`memory`]: what a tenant's writer remembers between its groups;
 //!   [`remember`] teaches it what a group left behind.
 
 mod ahead;
 mod build;
 mod commit;
+mod committer;
 mod load;
 mod memory;
 mod pending;
 mod remember;
+mod round;
 mod run;
-mod shared;
 
 use crate::decide::Decision;
 use crate::request::EntryRequest;
 use crate::store::{Fence, GroupWrite};
 
+pub(crate) use commit::decide_ahead;
+#[cfg(test)]
+pub(crate) use commit::decide_group;
+pub use commit::{commit_group, commit_group_with};
+pub use committer::{RoundCommitter, RoundStats, MAX_ROUND_REQUESTS, MAX_ROUND_WORK};
 pub use memory::{MemoryBudget, WriterMemory, CONTENDED_FOR, MEMORY_LIMIT, PROCESS_MEMORY_LIMIT};
 pub(crate) use pending::{DecidedWrite, PendingWrite};
-pub(crate) use shared::{commit_in_round, decide_in_round};
+pub(crate) use round::{commit_in_round, decide_in_round};
 
-/// The intents of one group (see `Storage::commit_group_with`).
+/// The requests of one group (see [`commit_group_with`]).
 pub(crate) struct Group<'a> {
     pub tenant: &'a str,
-    pub intents: &'a [&'a EntryRequest],
-    /// Per intent (or empty): its key was found free just before.
+    pub requests: &'a [&'a EntryRequest],
+    /// Per request (or empty): its key was found free just before.
     pub absent: &'a [bool],
 }
 

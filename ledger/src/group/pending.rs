@@ -1,5 +1,6 @@
 //! A group decided, its write and commit still to run on their own.
 
+use super::memory::WriterMemory;
 use crate::decide::Decision;
 use crate::store::Fence;
 use crate::LedgerError;
@@ -15,4 +16,20 @@ pub(crate) struct DecidedWrite {
     /// The head it was decided on: should the write find a key taken (and
     /// so write nothing), the writer's memory rewinds to it.
     pub start: Fence,
+}
+
+impl DecidedWrite {
+    /// Runs the write; its decisions once it committed. If it failed,
+    /// `memory` forgets: the commit may have happened or not, so nothing
+    /// remembered holds.
+    pub(crate) async fn committed(
+        self,
+        memory: &mut WriterMemory,
+    ) -> Result<Vec<Decision>, LedgerError> {
+        if let Err(e) = self.write.await {
+            memory.forget();
+            return Err(e);
+        }
+        Ok(self.decisions)
+    }
 }

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use crate::balance::AccountBalance;
 
 use crate::decide::{GroupOutcome, GroupState};
-use crate::state::StateKey;
+use crate::rule_state::StateKey;
 use crate::store::Fence;
 
 use super::memory::WriterMemory;

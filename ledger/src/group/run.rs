@@ -31,11 +31,11 @@ pub(crate) async fn decide<T: GroupTransaction>(
         locked,
         keys_read,
     } = load(tx, &group, memory, t0).await?;
-    let intents = group.intents;
+    let requests = group.requests;
 
     let t_load = t0.elapsed();
     let committed_seq = state.head.seq;
-    let mut outcome = decide_group(&mut state, intents, now_micros(), new_entry_id);
+    let mut outcome = decide_group(&mut state, requests, now_micros(), new_entry_id);
     let t_decide = t0.elapsed();
     // A replay of an entry that an earlier transaction committed is final
     // whatever becomes of this one (entries are immutable, keys forever):
@@ -47,7 +47,7 @@ pub(crate) async fn decide<T: GroupTransaction>(
     }
     let (write, end) = build_write(group.tenant, fence, &state, &mut outcome);
     tracing::debug!(
-        intents = intents.len(),
+        requests = requests.len(),
         lock_ms = locked.as_secs_f64() * 1e3,
         keys_ms = (keys_read - locked).as_secs_f64() * 1e3,
         load_ms = (t_load - locked).as_secs_f64() * 1e3,

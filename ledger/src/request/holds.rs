@@ -157,7 +157,7 @@ impl EntryRequest {
 
     /// The server's release of an expired hold. Its key is derived from the
     /// hold, so every process that notices the expiry submits the same
-    /// intent and the UNIQUE key lets exactly one of them through.
+    /// request and the UNIQUE key lets exactly one of them through.
     pub fn expiry_release(hold_id: &str) -> EntryRequest {
         let mut params = Map::new();
         params.insert("hold_id".into(), Value::String(hold_id.to_owned()));

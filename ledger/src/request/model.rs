@@ -1,4 +1,4 @@
-//! What an intent is: its kind, its action, the fields its request may
+//! What an entry request is: its kind, its action, the fields its body may
 //! carry, and how its parameters are fingerprinted.
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::fields::Fields;
 use crate::fingerprint::{canonical_params, Fingerprint};
 use crate::names::{self, ADJUSTMENTS_ACCOUNT};
-use crate::state::Overdraft;
+use crate::rule_state::Overdraft;
 
 /// The fields each request body may carry; any other is refused with "is
 /// not a known field". The OpenAPI request schemas of tally-api are checked
@@ -183,7 +183,7 @@ pub struct EntryRequest {
     pub fingerprint: Fingerprint,
 }
 
-/// What an intent asks for. Kinds whose accounts are fixed by the request
+/// What an entry request asks for. Kinds whose accounts are fixed by the request
 /// are a [`Transfer`]; the others name something already in the ledger (a
 /// hold, a payment, an entry) that the writer looks up under its lock.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use super::model::{
 use crate::amount::canonical;
 use crate::fields::{Fields, ValidationErrors};
 use crate::names;
-use crate::state::Overdraft;
+use crate::rule_state::Overdraft;
 
 fn text(params: &mut Map<String, Value>, key: &str, value: &str) {
     params.insert(key.into(), Value::String(value.to_owned()));
@@ -41,7 +41,7 @@ impl EntryRequest {
         let metadata = f.optional_metadata("metadata");
         let low_balance = match f.optional_value("alerts") {
             None => Some(None),
-            Some(v) => match crate::state::low_balance_from_json(&v) {
+            Some(v) => match crate::rule_state::low_balance_from_json(&v) {
                 Ok(low) => Some(low),
                 Err(m) => {
                     f.error("alerts", m);
@@ -65,7 +65,7 @@ impl EntryRequest {
         // Absent when unset, so the settings written before alerts existed
         // keep their fingerprints.
         if let Some(low) = low_balance {
-            params.insert("alerts".into(), crate::state::low_balance_to_json(low));
+            params.insert("alerts".into(), crate::rule_state::low_balance_to_json(low));
         }
         let change = SettingsChange {
             account: account.to_owned(),

@@ -12,7 +12,7 @@ use crate::intents::{
     intent_id_of_upstream, IntentError, IntentOutcome, IntentRecord, IntentStatus,
 };
 use crate::request::EntryKind;
-use crate::state::{StateKey, StateValue};
+use crate::rule_state::{StateKey, StateValue};
 use crate::LedgerError;
 
 use super::corrupt;

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::names::{REVENUE_ACCOUNT, SERVER_KEY_PREFIX};
 use crate::request::EntryKind;
-use crate::state::{AccountSettings, HoldRecord, HoldStatus, Overdraft, StateKey, StateValue};
+use crate::rule_state::{AccountSettings, HoldRecord, HoldStatus, Overdraft, StateKey, StateValue};
 use crate::wide::WideDecimal;
 use crate::LedgerError;
 
@@ -88,9 +88,8 @@ impl RuleFold {
                     metadata: params.get("metadata").and_then(Value::as_object).cloned(),
                     low_balance: match params.get("alerts") {
                         None => None,
-                        Some(v) => {
-                            crate::state::low_balance_from_json(v).map_err(|m| corrupt(e, &m))?
-                        }
+                        Some(v) => crate::rule_state::low_balance_from_json(v)
+                            .map_err(|m| corrupt(e, &m))?,
                     },
                     version,
                     entry_id: e.id.clone(),
@@ -213,7 +212,7 @@ pub enum Difference {
 
 impl Difference {
     /// The row to write to repair it; `None`: the row must go.
-    pub fn repair(&self, fold: &RuleFold) -> Option<crate::state::StateRow> {
+    pub fn repair(&self, fold: &RuleFold) -> Option<crate::rule_state::StateRow> {
         match self {
             Difference::Missing { key, .. } | Difference::Different { key, .. } => {
                 fold.records.get(key).map(|v| v.to_row(key))
@@ -355,7 +354,7 @@ mod tests {
         let soon = (Utc::now() + Duration::days(1))
             .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
             .replace("Z", "1Z");
-        let intents = vec![
+        let requests = vec![
             EntryRequest::settings(
                 "c",
                 body(json!({"unit": "USD", "overdraft": {"limit": "20"}})),
@@ -392,7 +391,7 @@ mod tests {
             )
             .unwrap(),
         ];
-        let refs: Vec<&EntryRequest> = intents.iter().collect();
+        let refs: Vec<&EntryRequest> = requests.iter().collect();
         let out = decide_group(&mut state, &refs, Utc::now(), &mut ids);
         let mut fold = RuleFold::new();
         for e in first.new_entries.iter().chain(out.new_entries.iter()) {

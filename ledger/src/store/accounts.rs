@@ -2,10 +2,11 @@
 //! balances of its customer accounts in account order, optionally those
 //! whose id contains some text.
 
-use sqlx::Row;
+use sqlx::{Postgres, Sqlite};
 
+use super::engine_db::{Arg, EngineDb, Sql};
 use super::log::EngineRef;
-use super::rows::decode_balance;
+use super::rows::balance_from_text;
 use super::storage::Storage;
 use crate::balance::AccountBalance;
 use crate::LedgerError;
@@ -28,27 +29,21 @@ pub struct AccountFilter {
     pub limit: i64,
 }
 
-/// The page, both engines: `$text` casts the stored totals to text and
-/// `$find` is the engine's substring position function.
-macro_rules! page_sql {
-    ($text:literal, $find:literal) => {
-        concat!(
-            "SELECT account, unit, debits",
-            $text,
-            " AS debits, credits",
-            $text,
-            " AS credits, held",
-            $text,
-            " AS held FROM balances \
-             WHERE tenant_id = $1 AND account NOT LIKE '@%' \
-               AND ($2 IS NULL OR account > $2) \
-               AND ($3 IS NULL OR ",
-            $find,
-            "(lower(account), lower($3)) > 0) \
-             ORDER BY account, unit LIMIT $4"
-        )
-    };
-}
+/// The page, on SQLite: the stored totals are text already, and `instr`
+/// finds a substring.
+const PAGE_SQLITE: &str = "SELECT account, unit, debits, credits, held FROM balances \
+     WHERE tenant_id = $1 AND account NOT LIKE '@%' \
+       AND ($2 IS NULL OR account > $2) \
+       AND ($3 IS NULL OR instr(lower(account), lower($3)) > 0) \
+     ORDER BY account, unit LIMIT $4";
+
+/// The page, on PostgreSQL: the totals cast to text, `strpos`.
+const PAGE_POSTGRES: &str = "SELECT account, unit, debits::text AS debits, \
+       credits::text AS credits, held::text AS held FROM balances \
+     WHERE tenant_id = $1 AND account NOT LIKE '@%' \
+       AND ($2 IS NULL OR account > $2) \
+       AND ($3 IS NULL OR strpos(lower(account), lower($3)) > 0) \
+     ORDER BY account, unit LIMIT $4";
 
 impl Storage {
     /// A page of the tenant's customer accounts with their balances
@@ -59,29 +54,42 @@ impl Storage {
         tenant: &str,
         f: &AccountFilter,
     ) -> Result<Vec<AccountRow>, LedgerError> {
-        macro_rules! fetch {
-            ($pool:expr, $sql:expr) => {{
-                let rows = sqlx::query($sql)
-                    .bind(tenant)
-                    .bind(&f.after)
-                    .bind(&f.contains)
-                    .bind(f.limit)
-                    .fetch_all($pool)
-                    .await?;
-                rows.iter()
-                    .map(|r| {
-                        Ok(AccountRow {
-                            account: r.try_get("account")?,
-                            unit: r.try_get("unit")?,
-                            balance: decode_balance(r)?,
-                        })
-                    })
-                    .collect()
-            }};
-        }
         match self.engine() {
-            EngineRef::Sqlite(s) => fetch!(s.pool(), page_sql!("", "instr")),
-            EngineRef::Postgres(s) => fetch!(s.pool(), page_sql!("::text", "strpos")),
+            EngineRef::Sqlite(s) => {
+                page::<Sqlite>(&mut *s.pool().acquire().await?, PAGE_SQLITE, tenant, f).await
+            }
+            EngineRef::Postgres(s) => {
+                page::<Postgres>(&mut *s.pool().acquire().await?, PAGE_POSTGRES, tenant, f).await
+            }
         }
     }
+}
+
+/// Reads one page with the engine's `text` of the query.
+async fn page<DB: EngineDb>(
+    conn: &mut DB::Connection,
+    text: &str,
+    tenant: &str,
+    f: &AccountFilter,
+) -> Result<Vec<AccountRow>, LedgerError> {
+    let sql = Sql::with(
+        text,
+        [
+            Arg::Text(tenant),
+            Arg::OptText(f.after.as_deref()),
+            Arg::OptText(f.contains.as_deref()),
+            Arg::Int(f.limit),
+        ],
+    );
+    DB::fetch_all(conn, &sql)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(AccountRow {
+                account: DB::text(r, "account")?,
+                unit: DB::text(r, "unit")?,
+                balance: balance_from_text(|c| DB::text(r, c))?,
+            })
+        })
+        .collect()
 }

@@ -9,7 +9,7 @@ use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::on_engine;
 use crate::request::EntryKind;
-use crate::state::StateKey;
+use crate::rule_state::StateKey;
 use crate::LedgerError;
 
 /// A group transaction of either engine.
@@ -108,7 +108,7 @@ impl EngineGroup {
     }
 
     /// Runs one statement `sql` (no parameters, no rows) on the transaction: the
-    /// savepoints of a shared round (`super::shared_commit`).
+    /// savepoints of a commit round (`crate::group::committer`).
     pub(crate) async fn execute(&mut self, sql: &'static str) -> Result<(), LedgerError> {
         match &mut self.0 {
             Engine::Sqlite(g) => {

@@ -9,7 +9,7 @@ use super::storage::Storage;
 use crate::entry::StoredEntry;
 use crate::intents::{intent_id_of_upstream, IntentRecord};
 use crate::request::EntryKind;
-use crate::state::{StateKey, StateValue};
+use crate::rule_state::{StateKey, StateValue};
 use crate::LedgerError;
 
 const PAGE_SQL: &str = "SELECT key, value FROM rule_state \

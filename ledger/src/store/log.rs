@@ -8,6 +8,7 @@ use sqlx::{PgConnection, PgPool, SqliteConnection, SqlitePool};
 
 use super::postgres::PgGroup;
 use super::postgres::PostgresStore;
+use super::shared::log_heads;
 use super::sqlite::SqliteGroup;
 use super::sqlite::SqliteStore;
 use super::storage::Storage;
@@ -37,7 +38,7 @@ impl Storage {
     /// trust balances they remember across the rewrite that follows.
     pub async fn lock_tenant(&self, tenant: &str) -> Result<TenantLock, LedgerError> {
         on_engine!(self, Storage, s => {
-            let (group, head) = s.lock_for_rewrite(tenant).await?;
+            let (group, head) = log_heads::lock_for_rewrite(s, tenant).await?;
             Ok(TenantLock {
                 head,
                 group: group.into(),

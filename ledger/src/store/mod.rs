@@ -8,8 +8,10 @@
 //! and the store never sees a decision.
 
 mod accounts;
+mod balance_rebuild;
 #[cfg(test)]
 mod durability_tests;
+mod engine_db;
 mod engine_group;
 mod intents;
 mod log;
@@ -17,27 +19,34 @@ mod migration_checksums;
 mod piece_tx;
 mod postgres;
 mod read_ahead;
+mod readers;
 mod readiness;
 mod rows;
 mod rules;
 mod shared;
-mod shared_commit;
 mod sqlite;
+mod statements;
 mod storage;
 mod transaction;
+mod usage_log;
 
 pub use accounts::{AccountFilter, AccountRow};
+pub use balance_rebuild::{rebuild_balances, stored_total_is};
+pub use engine_db::{Arg, EngineDb, Sql};
+pub(crate) use engine_group::EngineGroup;
 pub use log::{EngineRef, LockedConnection, TenantLock};
+pub(crate) use piece_tx::PieceTx;
 pub use postgres::{citus, PostgresStore};
-pub(crate) use read_ahead::ReadAhead;
+pub(crate) use read_ahead::{ReadAhead, ReadAheadRows};
+pub use readers::{reader_head_seq, ReaderConnection, ReaderLag};
 pub use rows::{
     fold_hold_row, hold_rows_sql, parse_decimal, AccountRange, BalanceRow, EntryFilter, PoolStats,
     DEFAULT_POOL_SIZE, LOG_PAGE,
 };
 pub(crate) use rows::{new_entry_id, now_micros};
 pub use rules::RulesRebuilt;
-pub(crate) use shared_commit::RoundWork;
-pub use shared_commit::{RoundStats, SharedCommit, MAX_ROUND_INTENTS, MAX_ROUND_WORK};
-pub use sqlite::{SqliteStore, SqliteWrite};
+pub use sqlite::{for_each_packed, SqliteStore, SqliteWrite};
+pub use statements::{Columns, FromColumns};
 pub use storage::Storage;
-pub(crate) use transaction::{Fence, GroupTransaction, GroupWrite};
+pub(crate) use transaction::{head_moved, Fence, GroupTransaction, GroupWrite};
+pub use usage_log::{UsageColumnsText, UsageEntries, UsageEntry};

@@ -1,4 +1,4 @@
-//! The round's transaction as one piece of a shared round sees it: its
+//! The round's transaction as one piece of a commit round sees it: its
 //! reads answered from what the round read ahead (`super::read_ahead`)
 //! where that covers them, else on the transaction.
 
@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
-use crate::state::StateKey;
+use crate::rule_state::StateKey;
 use crate::LedgerError;
 
 use super::engine_group::EngineGroup;
@@ -95,7 +95,7 @@ impl GroupTransaction for PieceTx<'_> {
     /// A piece never commits: its round does.
     async fn commit(self) -> Result<(), LedgerError> {
         Err(LedgerError::Unavailable(
-            "a piece of a shared round does not commit on its own".to_owned(),
+            "a piece of a commit round does not commit on its own".to_owned(),
         ))
     }
 }

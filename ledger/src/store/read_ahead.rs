@@ -1,4 +1,4 @@
-//! Reads of a shared round made for all its pieces at once: each piece
+//! Reads of a commit round made for all its pieces at once: each piece
 //! says beforehand which heads, balances and rule-state records its group
 //! will read ([`ReadAhead`]); the round reads them for every piece in one
 //! statement per table, and each piece's reads are answered from those
@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::balance::AccountBalance;
-use crate::state::StateKey;
+use crate::rule_state::StateKey;
 
 use super::transaction::Fence;
 

@@ -5,7 +5,6 @@
 use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
-use crate::chain::Head;
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::request::EntryKind;
 use crate::wide::WideDecimal;
@@ -208,25 +207,6 @@ where
     })
 }
 
-/// Decodes a `ledger_heads` row (seq, hash); no row is the empty chain.
-pub(crate) fn decode_head<'r, R>(row: Option<&'r R>) -> Result<Head, LedgerError>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let Some(row) = row else {
-        return Ok(Head::EMPTY);
-    };
-    let hash: String = row.try_get("hash")?;
-    Ok(Head {
-        seq: row.try_get("seq")?,
-        hash: crate::chain::decode_hash(&hash)
-            .ok_or_else(|| LedgerError::Corrupt(format!("head hash {hash:?}")))?,
-    })
-}
-
 /// Decodes the debits, credits and held columns of a balance row, which
 /// both engines deliver as exact decimal text.
 pub(crate) fn decode_balance<'r, R>(
@@ -237,9 +217,16 @@ where
     &'static str: ColumnIndex<R>,
     String: Decode<'r, R::Database> + Type<R::Database>,
 {
-    let amount = |c: &'static str| -> Result<WideDecimal, LedgerError> {
-        parse_total(&row.try_get::<String, _>(c)?, c)
-    };
+    balance_from_text(|c| row.try_get::<String, _>(c))
+}
+
+/// The balance whose `debits`, `credits` and `held` columns `text` reads
+/// as exact decimal text.
+pub(crate) fn balance_from_text(
+    text: impl Fn(&'static str) -> Result<String, sqlx::Error>,
+) -> Result<crate::balance::AccountBalance, LedgerError> {
+    let amount =
+        |c: &'static str| -> Result<WideDecimal, LedgerError> { parse_total(&text(c)?, c) };
     Ok(crate::balance::AccountBalance {
         debits: amount("debits")?,
         credits: amount("credits")?,

@@ -11,7 +11,7 @@ use futures_util::TryStreamExt;
 use sqlx::{PgConnection, QueryBuilder, Row, SqliteConnection};
 
 use crate::rule_fold::{compare, RuleFold, StoredRecord, RULE_KINDS_SQL};
-use crate::state::StateRow;
+use crate::rule_state::StateRow;
 use crate::LedgerError;
 
 /// Rows per multi-row statement.

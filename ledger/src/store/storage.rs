@@ -6,6 +6,9 @@ use chrono::{DateTime, Utc};
 use super::postgres::PostgresStore;
 use super::rows::{AccountRange, BalanceRow, EntryFilter, PoolStats, DEFAULT_POOL_SIZE};
 use super::rules::RulesRebuilt;
+use super::shared::{
+    self, api_keys, balance_reads, entry_reads, expired_holds, log_heads, rule_records,
+};
 use super::sqlite::SqliteStore;
 use crate::balance::BalanceProjection;
 use crate::chain::Head;
@@ -13,7 +16,7 @@ use crate::entry::StoredEntry;
 use crate::keys::{ApiKey, StoredApiKey};
 use crate::on_engine;
 use crate::request::EntryKind;
-use crate::state::{StateKey, StateValue};
+use crate::rule_state::{StateKey, StateValue};
 use crate::LedgerError;
 
 /// A database, SQLite or PostgreSQL, chosen by URL.
@@ -85,7 +88,7 @@ impl Storage {
     }
 
     pub async fn ping(&self) -> Result<(), LedgerError> {
-        on_engine!(self, Storage, s => s.ping().await)
+        on_engine!(self, Storage, s => shared::engine_store::ping(s).await)
     }
 
     pub async fn insert_api_key(
@@ -94,7 +97,7 @@ impl Storage {
         key_hash: &str,
         scopes: &str,
     ) -> Result<(), LedgerError> {
-        on_engine!(self, Storage, s => s.insert_api_key(tenant, key_hash, scopes).await)
+        on_engine!(self, Storage, s => api_keys::insert_api_key(s, tenant, key_hash, scopes).await)
     }
 
     /// Every key (of `tenant` only, if given), by tenant and creation.
@@ -102,16 +105,16 @@ impl Storage {
         &self,
         tenant: Option<&str>,
     ) -> Result<Vec<StoredApiKey>, LedgerError> {
-        on_engine!(self, Storage, s => s.list_api_keys(tenant).await)
+        on_engine!(self, Storage, s => api_keys::list_api_keys(s, tenant).await)
     }
 
     /// Deletes the tenant's key with this hash; whether there was one.
     pub async fn delete_api_key(&self, tenant: &str, key_hash: &str) -> Result<bool, LedgerError> {
-        on_engine!(self, Storage, s => s.delete_api_key(tenant, key_hash).await)
+        on_engine!(self, Storage, s => api_keys::delete_api_key(s, tenant, key_hash).await)
     }
 
     pub async fn find_api_key(&self, key_hash: &str) -> Result<Option<ApiKey>, LedgerError> {
-        let row = on_engine!(self, Storage, s => s.find_api_key(key_hash).await?);
+        let row = on_engine!(self, Storage, s => api_keys::find_api_key(s, key_hash).await?);
         Ok(row.map(|(tenant_id, scopes)| ApiKey {
             tenant_id,
             // Scopes were validated when the key was created.
@@ -124,7 +127,7 @@ impl Storage {
         tenant: &str,
         id: &str,
     ) -> Result<Option<StoredEntry>, LedgerError> {
-        on_engine!(self, Storage, s => s.entry_by_id(tenant, id).await)
+        on_engine!(self, Storage, s => entry_reads::entry_by_id(s, tenant, id).await)
     }
 
     /// Entries holding one of `keys`, as committed now (no lock taken).
@@ -133,7 +136,7 @@ impl Storage {
         tenant: &str,
         keys: &[(EntryKind, &str)],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        on_engine!(self, Storage, s => s.entries_with_keys(tenant, keys).await)
+        on_engine!(self, Storage, s => entry_reads::entries_with_keys(s, tenant, keys).await)
     }
 
     /// The entry holding an idempotency key, if any.
@@ -143,7 +146,7 @@ impl Storage {
         kind: EntryKind,
         upstream_id: &str,
     ) -> Result<Option<StoredEntry>, LedgerError> {
-        on_engine!(self, Storage, s => s.entry_by_key(tenant, kind, upstream_id).await)
+        on_engine!(self, Storage, s => entry_reads::entry_by_key(s, tenant, kind, upstream_id).await)
     }
 
     pub async fn list_entries(
@@ -151,7 +154,7 @@ impl Storage {
         tenant: &str,
         filter: &EntryFilter,
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        on_engine!(self, Storage, s => s.list_entries(tenant, filter).await)
+        on_engine!(self, Storage, s => entry_reads::list_entries(s, tenant, filter).await)
     }
 
     /// The stored balances of `account` (one per unit; several only for
@@ -162,7 +165,7 @@ impl Storage {
         tenant: &str,
         account: &str,
     ) -> Result<(Vec<BalanceRow>, i64), LedgerError> {
-        on_engine!(self, Storage, s => s.balance_rows(tenant, account).await)
+        on_engine!(self, Storage, s => balance_reads::balance_rows(s, tenant, account).await)
     }
 
     /// Posted entries touching `account` with `seq <= as_of_seq`, in seq order.
@@ -172,7 +175,7 @@ impl Storage {
         account: &str,
         as_of_seq: i64,
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        on_engine!(self, Storage, s => s.postings_until(tenant, account, as_of_seq).await)
+        on_engine!(self, Storage, s => entry_reads::postings_until(s, tenant, account, as_of_seq).await)
     }
 
     /// Entries of one account in one unit within `range` (any status), in
@@ -182,20 +185,20 @@ impl Storage {
         tenant: &str,
         range: &AccountRange<'_>,
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        on_engine!(self, Storage, s => s.account_entries(tenant, range).await)
+        on_engine!(self, Storage, s => entry_reads::account_entries(s, tenant, range).await)
     }
 
     pub async fn tenants(&self) -> Result<Vec<String>, LedgerError> {
-        on_engine!(self, Storage, s => s.tenants().await)
+        on_engine!(self, Storage, s => log_heads::tenants(s).await)
     }
 
     pub async fn head(&self, tenant: &str) -> Result<Head, LedgerError> {
-        on_engine!(self, Storage, s => s.head(tenant).await)
+        on_engine!(self, Storage, s => log_heads::head(s, tenant).await)
     }
 
     /// Every stored balance of a tenant.
     pub async fn stored_balances(&self, tenant: &str) -> Result<BalanceProjection, LedgerError> {
-        on_engine!(self, Storage, s => s.stored_balances(tenant).await)
+        on_engine!(self, Storage, s => balance_reads::stored_balances(s, tenant).await)
     }
 
     /// Every rule-state record of one kind: (key, JSON value), by key.
@@ -204,7 +207,7 @@ impl Storage {
         tenant: &str,
         kind: &str,
     ) -> Result<Vec<(String, String)>, LedgerError> {
-        on_engine!(self, Storage, s => s.records_of_kind(tenant, kind).await)
+        on_engine!(self, Storage, s => rule_records::records_of_kind(s, tenant, kind).await)
     }
 
     /// One rule-state record (an account's settings, a hold, …).
@@ -213,7 +216,7 @@ impl Storage {
         tenant: &str,
         key: &StateKey,
     ) -> Result<Option<StateValue>, LedgerError> {
-        let text = on_engine!(self, Storage, s => s.record(tenant, key.kind(), key.key()).await?);
+        let text = on_engine!(self, Storage, s => rule_records::record(s, tenant, key.kind(), key.key()).await?);
         match text {
             None => Ok(None),
             Some(t) => StateValue::from_json(key, &t).map(Some).ok_or_else(|| {
@@ -229,7 +232,7 @@ impl Storage {
         now: DateTime<Utc>,
     ) -> Result<Vec<String>, LedgerError> {
         let now = crate::entry::format_recorded_at(&now);
-        on_engine!(self, Storage, s => s.tenants_with_expired_holds(&now).await)
+        on_engine!(self, Storage, s => expired_holds::tenants_with_expired_holds(s, &now).await)
     }
 
     /// hold_ids of a tenant's open holds that expired by `now`, the oldest
@@ -241,7 +244,7 @@ impl Storage {
         limit: i64,
     ) -> Result<Vec<String>, LedgerError> {
         let now = crate::entry::format_recorded_at(&now);
-        on_engine!(self, Storage, s => s.expired_holds(tenant, &now, limit).await)
+        on_engine!(self, Storage, s => expired_holds::expired_holds(s, tenant, &now, limit).await)
     }
 
     /// Every rule-state row of a tenant, as stored (`tally verify`).
@@ -249,13 +252,13 @@ impl Storage {
         &self,
         tenant: &str,
     ) -> Result<Vec<crate::rule_fold::StoredRecord>, LedgerError> {
-        on_engine!(self, Storage, s => s.rule_state_rows(tenant).await)
+        on_engine!(self, Storage, s => rule_records::rule_state_rows(s, tenant).await)
     }
 
     /// Makes a tenant's rule state the fold of its log
     /// ([`crate::rule_fold`]), under the head lock, bumping the head's
     /// generation so no writer trusts the records it remembers.
     pub async fn rebuild_rule_state(&self, tenant: &str) -> Result<RulesRebuilt, LedgerError> {
-        on_engine!(self, Storage, s => s.rebuild_rule_state(tenant).await)
+        on_engine!(self, Storage, s => rule_records::rebuild_rule_state(s, tenant).await)
     }
 }

@@ -12,10 +12,8 @@ use crate::balance::AccountBalance;
 use crate::chain::Head;
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
-use crate::state::{StateKey, StateRow};
+use crate::rule_state::{StateKey, StateRow};
 use crate::LedgerError;
-
-use super::rows::decode_head;
 
 /// The head a group was decided on, and a writer's memory is valid at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,11 +133,24 @@ where
     String: Decode<'r, R::Database> + Type<R::Database>,
     i64: Decode<'r, R::Database> + Type<R::Database>,
 {
+    match row {
+        Some(r) => fence_from(
+            r.try_get("seq")?,
+            &r.try_get::<String, _>("hash")?,
+            r.try_get("generation")?,
+        ),
+        None => Ok(Fence::EMPTY),
+    }
+}
+
+/// The fence of a head row's `seq`, `hash` (hex) and `generation`.
+pub(crate) fn fence_from(seq: i64, hash: &str, generation: i64) -> Result<Fence, LedgerError> {
     Ok(Fence {
-        head: decode_head(row)?,
-        generation: match row {
-            Some(r) => r.try_get("generation")?,
-            None => 0,
+        head: Head {
+            seq,
+            hash: crate::chain::decode_hash(hash)
+                .ok_or_else(|| LedgerError::Corrupt(format!("head hash {hash:?}")))?,
         },
+        generation,
     })
 }

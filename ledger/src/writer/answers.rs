@@ -15,24 +15,24 @@ pub(super) struct Answers {
     pub(super) replies: Vec<Option<Reply>>,
     /// Per job: the decisions known before the commit.
     pub(super) early: Vec<Vec<Option<Decision>>>,
-    /// Per intent of the group: (job, position in the job).
+    /// Per request of the group: (job, position in the job).
     pub(super) slots: Vec<(usize, usize)>,
 }
 
 impl Answers {
-    pub(super) fn new(job_intents: &[Vec<EntryRequest>], replies: Vec<Reply>) -> Self {
+    pub(super) fn new(job_requests: &[Vec<EntryRequest>], replies: Vec<Reply>) -> Self {
         let mut slots = Vec::new();
-        for (j, intents) in job_intents.iter().enumerate() {
-            slots.extend((0..intents.len()).map(|k| (j, k)));
+        for (j, requests) in job_requests.iter().enumerate() {
+            slots.extend((0..requests.len()).map(|k| (j, k)));
         }
         Self {
             replies: replies.into_iter().map(Some).collect(),
-            early: job_intents.iter().map(|i| vec![None; i.len()]).collect(),
+            early: job_requests.iter().map(|i| vec![None; i.len()]).collect(),
             slots,
         }
     }
 
-    /// A decision of intent `i` that is final before the commit.
+    /// A decision of request `i` that is final before the commit.
     pub(super) fn decided(&mut self, i: usize, decision: &Decision) {
         let Some(&(j, k)) = self.slots.get(i) else {
             return;
@@ -53,7 +53,7 @@ impl Answers {
         for (reply, early) in self.replies.into_iter().zip(self.early) {
             let mine: Vec<Decision> = decisions.by_ref().take(early.len()).collect();
             if let Some(reply) = reply {
-                // The caller may have gone away; its intents are committed anyway.
+                // The caller may have gone away; its requests are committed anyway.
                 let _ = reply.send(Ok(mine));
             }
         }

@@ -7,11 +7,11 @@ use crate::store::Storage;
 
 #[derive(Debug, Clone, Copy)]
 pub struct WriterConfig {
-    /// Most intents decided in one transaction.
+    /// Most requests decided in one transaction.
     pub max_group: usize,
-    /// Most intents waiting per tenant before callers are turned away.
+    /// Most requests waiting per tenant before callers are turned away.
     pub queue_capacity: usize,
-    /// How long a writer waits for more intents before committing a group
+    /// How long a writer waits for more requests before committing a group
     /// smaller than `max_group`. Zero (the default) commits at once: groups
     /// then form naturally from what arrived during the previous commit.
     pub linger: Duration,
@@ -28,7 +28,7 @@ pub struct WriterConfig {
     /// the writer or the database (`crate::recent::RecentEntries`); zero holds none.
     pub recent_entries_bytes: usize,
     /// Tasks committing the groups of different tenants together, each
-    /// round in one transaction (`crate::store::SharedCommit`), or, when
+    /// round in one transaction (`crate::group::RoundCommitter`), or, when
     /// every group of the round was decided ahead on PostgreSQL, one
     /// statement. Every group commits in a round: zero counts as one (the
     /// command line refuses it). SQLite has one write connection and uses
@@ -58,7 +58,7 @@ impl Default for WriterConfig {
 /// one of these keys it saves.
 pub const DEFAULT_SKIP_LOOK_UPS_AFTER: usize = 1_000;
 
-/// Committers of shared rounds by default (see [`WriterConfig::committers`]).
+/// Committers of commit rounds by default (see [`WriterConfig::committers`]).
 /// One on SQLite, where groups of many tenants then share the one write
 /// connection's fsync (300 tenants at 64 clients: 1,964–2,089 posts/s
 /// against 560 with each group alone). Four on PostgreSQL: with each group

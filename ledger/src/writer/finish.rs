@@ -4,10 +4,10 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::decide::Decision;
+use crate::group::RoundCommitter;
 use crate::group::WriterMemory;
 use crate::look_ups::KeyTaken;
 use crate::request::EntryRequest;
-use crate::store::SharedCommit;
 use crate::LedgerError;
 
 use super::in_flight::{joined, DecidedGroup, InFlight};
@@ -17,7 +17,7 @@ use super::stats::WriterStats;
 /// Answers groups once their write is done.
 pub(super) struct Finished<'a> {
     /// The rounds every group commits in, its second run too.
-    pub(super) commits: &'a SharedCommit,
+    pub(super) commits: &'a RoundCommitter,
     pub(super) tenant: &'a str,
     pub(super) pending: &'a AtomicUsize,
     pub(super) stats: &'a WriterStats,
@@ -50,7 +50,7 @@ impl Finished<'_> {
         let DecidedGroup {
             decisions,
             mut answers,
-            job_intents,
+            job_requests,
             ahead,
             on_top,
             start,
@@ -85,20 +85,20 @@ impl Finished<'_> {
                     }
                     _ => memory.forget(),
                 }
-                let intents: Vec<&EntryRequest> = job_intents.iter().flatten().collect();
+                let requests: Vec<&EntryRequest> = job_requests.iter().flatten().collect();
                 let final_now = &mut |i: usize, d: &Decision| answers.decided(i, d);
                 if ahead {
                     tracing::debug!(tenant = %self.tenant, error = %e, "deciding a group decided ahead again");
-                    commit_with_retry(self.commits, self.tenant, &intents, &[], final_now, memory)
+                    commit_with_retry(self.commits, self.tenant, &requests, &[], final_now, memory)
                         .await
                 } else {
-                    retry(self.commits, self.tenant, &intents, e, final_now, memory).await
+                    retry(self.commits, self.tenant, &requests, e, final_now, memory).await
                 }
             }
         };
         let stats = self.stats;
         stats.groups.fetch_add(1, Ordering::Relaxed);
-        stats.intents.fetch_add(size, Ordering::Relaxed);
+        stats.requests.fetch_add(size, Ordering::Relaxed);
         stats.group_size.observe(size as u64);
         stats
             .commit_micros

@@ -9,7 +9,6 @@ use tokio::sync::mpsc;
 
 use crate::group::{decide_in_round, DecidedWrite, WriterMemory};
 use crate::request::EntryRequest;
-use crate::store::Storage;
 use crate::LedgerError;
 
 use super::answers::Answers;
@@ -23,12 +22,7 @@ enum Next {
     Written(Result<(), LedgerError>),
 }
 
-pub(super) async fn run(
-    storage: Storage,
-    tenant: String,
-    mut rx: mpsc::UnboundedReceiver<Job>,
-    stage: Stage,
-) {
+pub(super) async fn run(tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, stage: Stage) {
     let Stage {
         pending,
         config,
@@ -81,7 +75,7 @@ pub(super) async fn run(
                 }
             }
         };
-        let mut size = first.intents.len();
+        let mut size = first.requests.len();
         let mut jobs = vec![first];
         gather(
             &mut rx,
@@ -95,7 +89,7 @@ pub(super) async fn run(
         // Only a full group is decided ahead. One that can still grow waits
         // for the write before it, and what arrives meanwhile joins it, as
         // before pipelining: deciding it at once split single requests at
-        // 64 clients into more, smaller transactions (20 intents a group
+        // 64 clients into more, smaller transactions (20 requests a group
         // instead of 29) and cost throughput (measured with tally-bench).
         if carry.is_none() && size < config.max_group {
             if let Some(before) = in_flight.take() {
@@ -112,21 +106,21 @@ pub(super) async fn run(
             }
         }
 
-        let mut job_intents = Vec::with_capacity(jobs.len());
+        let mut job_requests = Vec::with_capacity(jobs.len());
         let mut replies = Vec::with_capacity(jobs.len());
         let mut absent = Vec::with_capacity(size);
         for job in jobs {
-            if job.absent.len() == job.intents.len() {
+            if job.absent.len() == job.requests.len() {
                 absent.extend(job.absent);
             } else {
-                absent.extend(std::iter::repeat_n(false, job.intents.len()));
+                absent.extend(std::iter::repeat_n(false, job.requests.len()));
             }
-            job_intents.push(job.intents);
+            job_requests.push(job.requests);
             replies.push(job.reply);
         }
         let started = Instant::now();
-        let mut answers = Answers::new(&job_intents, replies);
-        let intents: Vec<&EntryRequest> = job_intents.iter().flatten().collect();
+        let mut answers = Answers::new(&job_requests, replies);
+        let requests: Vec<&EntryRequest> = job_requests.iter().flatten().collect();
 
         // Pipelining: while the group before is written and committed, this
         // one is decided from what the writer remembers of the state that
@@ -143,9 +137,7 @@ pub(super) async fn run(
         let ahead = if memory.contended() {
             None
         } else {
-            storage
-                .decide_ahead(&tenant, &intents, &absent, &mut memory, &commits)
-                .await
+            crate::group::decide_ahead(&tenant, &requests, &absent, &mut memory, &commits).await
         };
         match ahead {
             Some(DecidedWrite {
@@ -153,7 +145,7 @@ pub(super) async fn run(
                 write,
                 start,
             }) => {
-                drop(intents);
+                drop(requests);
                 let on_top = before.is_some();
                 // Its write starts once the write before is done, not once
                 // it is known to have committed: if it failed, the head is
@@ -167,7 +159,7 @@ pub(super) async fn run(
                 let group = DecidedGroup {
                     decisions,
                     answers,
-                    job_intents,
+                    job_requests,
                     ahead: true,
                     on_top,
                     start: Some(start),
@@ -186,9 +178,16 @@ pub(super) async fn run(
             }
         }
         let final_now = &mut |i, d: &_| answers.decided(i, d);
-        let decided =
-            decide_in_round(&commits, &tenant, &intents, &absent, final_now, &mut memory).await;
-        drop(intents);
+        let decided = decide_in_round(
+            &commits,
+            &tenant,
+            &requests,
+            &absent,
+            final_now,
+            &mut memory,
+        )
+        .await;
+        drop(requests);
         let DecidedWrite {
             decisions,
             write,
@@ -201,7 +200,7 @@ pub(super) async fn run(
                 let group = DecidedGroup {
                     decisions: Vec::new(),
                     answers,
-                    job_intents,
+                    job_requests,
                     ahead: false,
                     on_top: false,
                     start: None,
@@ -215,7 +214,7 @@ pub(super) async fn run(
         let group = DecidedGroup {
             decisions,
             answers,
-            job_intents,
+            job_requests,
             ahead: false,
             on_top: false,
             start: Some(start),
@@ -227,7 +226,7 @@ pub(super) async fn run(
     }
 }
 
-/// Adds the jobs waiting in `rx` to `jobs`, up to `max_group` intents
+/// Adds the jobs waiting in `rx` to `jobs`, up to `max_group` requests
 /// (a job that does not fit is left in `carry` for the next group),
 /// waiting up to `linger` for more.
 pub(super) async fn gather(
@@ -249,11 +248,11 @@ pub(super) async fn gather(
             }
         };
         let Some(job) = next else { break };
-        if *size + job.intents.len() > config.max_group {
+        if *size + job.requests.len() > config.max_group {
             *carry = Some(job);
             break;
         }
-        *size += job.intents.len();
+        *size += job.requests.len();
         jobs.push(job);
     }
 }

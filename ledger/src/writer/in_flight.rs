@@ -20,7 +20,7 @@ pub(super) struct DecidedGroup {
     pub(super) decisions: Vec<Decision>,
     pub(super) answers: Answers,
     /// Kept to decide the group again should its write fail.
-    pub(super) job_intents: Vec<Vec<EntryRequest>>,
+    pub(super) job_requests: Vec<Vec<EntryRequest>>,
     /// Decided from memory, with no read under the head lock.
     pub(super) ahead: bool,
     /// Decided while the group before it was not yet answered, on top of

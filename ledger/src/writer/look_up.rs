@@ -41,7 +41,7 @@ pub(super) fn take_waiting(
     let before = jobs.len();
     while *size < max_group {
         let Ok(job) = rx.try_recv() else { break };
-        *size += job.intents.len();
+        *size += job.requests.len();
         jobs.push(job);
     }
     jobs.len() > before
@@ -49,7 +49,7 @@ pub(super) fn take_waiting(
 
 /// Before the writer: looks up the keys of whatever is waiting in one
 /// query, outside any lock, while the writer commits the previous group.
-/// A job whose every intent holds a committed entry (a replay, or a
+/// A job whose every request holds a committed entry (a replay, or a
 /// conflict) is answered here at once: committed entries are immutable and
 /// keys never expire, so the answer is final — a replay is a look-up, not a
 /// write. The rest goes to the writer, with the keys found free marked so
@@ -108,19 +108,19 @@ pub(super) async fn look_up(
                 },
             }
         };
-        let mut size = first.intents.len();
+        let mut size = first.requests.len();
         let mut jobs = vec![first];
         take_waiting(&mut rx, &mut jobs, &mut size, config.max_group);
         if !look_ups.needed() {
             for mut job in jobs {
                 job.absent = job
-                    .intents
+                    .requests
                     .iter()
                     .map(|i| i.kind.keyed_by_request())
                     .collect();
                 stats
                     .not_looked_up
-                    .fetch_add(job.intents.len() as u64, Ordering::Relaxed);
+                    .fetch_add(job.requests.len() as u64, Ordering::Relaxed);
                 forward(&writer, job, &pending);
             }
             continue;
@@ -168,7 +168,7 @@ pub(super) fn note_look_up(
 }
 
 /// Looks up the keys of `jobs` in one query and answers each job whose
-/// every intent holds a committed entry; forwards the rest to the writer.
+/// every request holds a committed entry; forwards the rest to the writer.
 /// The keys looked up and the entries found, or `None` if the query
 /// failed (every job then went to the writer, which looks keys up itself).
 pub(super) async fn look_up_and_answer(
@@ -186,7 +186,7 @@ pub(super) async fn look_up_and_answer(
     // round trips instead of one).
     let mut keys: Vec<(EntryKind, &str)> = jobs
         .iter()
-        .flat_map(|j| &j.intents)
+        .flat_map(|j| &j.requests)
         .filter(|i| i.kind.keyed_by_request())
         .map(|i| (i.kind, i.upstream_id.as_str()))
         .collect();
@@ -229,7 +229,7 @@ pub(super) async fn look_up_and_answer(
         .collect();
     for mut job in jobs {
         let decided: Vec<Option<Decision>> = job
-            .intents
+            .requests
             .iter()
             .map(|i| match i.kind {
                 kind if !kind.keyed_by_request() => None,
@@ -239,7 +239,7 @@ pub(super) async fn look_up_and_answer(
             })
             .collect();
         if decided.iter().all(Option::is_some) {
-            let n = job.intents.len();
+            let n = job.requests.len();
             stats
                 .answered_before_group
                 .fetch_add(n as u64, Ordering::Relaxed);
@@ -248,7 +248,7 @@ pub(super) async fn look_up_and_answer(
             let _ = job.reply.send(Ok(decided.into_iter().flatten().collect()));
         } else {
             job.absent = job
-                .intents
+                .requests
                 .iter()
                 .zip(&decided)
                 .map(|(i, d)| d.is_none() && i.kind.keyed_by_request())
@@ -260,7 +260,7 @@ pub(super) async fn look_up_and_answer(
 }
 
 pub(super) fn forward(writer: &mpsc::UnboundedSender<Job>, job: Job, pending: &AtomicUsize) {
-    let n = job.intents.len();
+    let n = job.requests.len();
     if let Err(mpsc::error::SendError(job)) = writer.send(job) {
         pending.fetch_sub(n, Ordering::AcqRel);
         let _ = job.reply.send(Err(LedgerError::Unavailable(

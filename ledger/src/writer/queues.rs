@@ -12,7 +12,7 @@ use super::{Job, WriterConfig};
 
 pub(super) struct TenantQueue {
     pub(super) sender: mpsc::UnboundedSender<Job>,
-    /// Intents queued or being decided; bounded by `queue_capacity`.
+    /// Requests queued or being decided; bounded by `queue_capacity`.
     pub(super) pending: Arc<AtomicUsize>,
 }
 

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::group::MemoryBudget;
+use crate::group::{RoundCommitter, RoundStats};
 use crate::look_ups::{FreshKeys, KeyTaken};
 use crate::recent::RecentEntries;
-use crate::store::{RoundStats, SharedCommit, Storage};
+use crate::store::Storage;
 
 use super::config::default_committers;
 use super::group_loop::run;
@@ -20,7 +21,7 @@ use super::queues::{Queues, TenantQueue};
 use super::stats::{QueueDepth, WriterStats};
 use super::{CommittedHeads, Stage, WriterConfig};
 
-/// Hands intents to their tenant's writer.
+/// Hands requests to their tenant's writer.
 #[derive(Clone)]
 pub struct Writers {
     pub(super) storage: Storage,
@@ -28,7 +29,7 @@ pub struct Writers {
     pub(super) queues: Arc<Queues>,
     pub(super) stats: Arc<WriterStats>,
     pub(super) recent: Arc<RecentEntries>,
-    pub(super) commits: SharedCommit,
+    pub(super) commits: RoundCommitter,
     pub(super) round_stats: Arc<RoundStats>,
     pub(super) budget: Arc<MemoryBudget>,
     /// Free keys in a row across every tenant (`crate::look_ups`).
@@ -41,13 +42,13 @@ impl Writers {
     /// Must be called inside a tokio runtime: it starts the committers.
     pub fn new(storage: Storage, config: WriterConfig) -> Self {
         let round_stats = Arc::<RoundStats>::default();
-        // At least one: every group commits in a shared round (zero once
+        // At least one: every group commits in a commit round (zero once
         // meant each group in a transaction of its own, a path now gone).
         let committers = config
             .committers
             .unwrap_or_else(|| default_committers(&storage))
             .max(1);
-        let commits = SharedCommit::start(storage.clone(), committers, round_stats.clone());
+        let commits = RoundCommitter::start(storage.clone(), committers, round_stats.clone());
         Self {
             commits,
             round_stats,
@@ -94,7 +95,7 @@ impl Writers {
         self.config
     }
 
-    /// How many intents wait, now; reads one atomic per tenant.
+    /// How many requests wait, now; reads one atomic per tenant.
     pub fn queue_depth(&self) -> QueueDepth {
         let queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         let mut depth = QueueDepth {
@@ -142,7 +143,6 @@ impl Writers {
                 Arc::downgrade(&self.queues),
             ));
             tokio::spawn(run(
-                self.storage.clone(),
                 tenant.to_owned(),
                 writer_queue,
                 Stage {

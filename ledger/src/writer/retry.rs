@@ -3,27 +3,27 @@
 use std::time::Duration;
 
 use crate::decide::Decision;
+use crate::group::RoundCommitter;
 use crate::group::{commit_in_round, WriterMemory};
 use crate::request::EntryRequest;
-use crate::store::SharedCommit;
 use crate::LedgerError;
 
 /// A failed group committed nothing, and deciding is idempotent by key, so
 /// running it again is safe; one quick retry hides a transient failure
 /// (a dropped connection, a serialisation error) from every caller of the
-/// group. Both runs commit in a shared round. The retry looks every key up under the lock: a key found free
+/// group. Both runs commit in a commit round. The retry looks every key up under the lock: a key found free
 /// before the writer and taken since fails the first run on the UNIQUE
 /// constraint, and the retry then replays it.
 pub(super) async fn commit_with_retry(
-    commits: &SharedCommit,
+    commits: &RoundCommitter,
     tenant: &str,
-    intents: &[&EntryRequest],
+    requests: &[&EntryRequest],
     absent: &[bool],
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
-    match commit_in_round(commits, tenant, intents, absent, final_now, memory).await {
-        Err(e) => retry(commits, tenant, intents, e, final_now, memory).await,
+    match commit_in_round(commits, tenant, requests, absent, final_now, memory).await {
+        Err(e) => retry(commits, tenant, requests, e, final_now, memory).await,
         ok => ok,
     }
 }
@@ -32,9 +32,9 @@ pub(super) async fn commit_with_retry(
 /// [`commit_with_retry`]); errors a retry cannot cure are returned as
 /// they are.
 pub(super) async fn retry(
-    commits: &SharedCommit,
+    commits: &RoundCommitter,
     tenant: &str,
-    intents: &[&EntryRequest],
+    requests: &[&EntryRequest],
     error: LedgerError,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
@@ -45,7 +45,7 @@ pub(super) async fn retry(
             if !is_unique_violation(e) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            commit_in_round(commits, tenant, intents, &[], final_now, memory).await
+            commit_in_round(commits, tenant, requests, &[], final_now, memory).await
         }
         _ => Err(error),
     }

@@ -2,18 +2,18 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 
-use crate::stats::Histogram;
+use crate::histogram::Histogram;
 
 /// Observations of the writers, for benchmarks and operators (`tally-api`
 /// renders them at `GET /metrics`).
 #[derive(Debug)]
 pub struct WriterStats {
     pub groups: AtomicUsize,
-    pub intents: AtomicUsize,
+    pub requests: AtomicUsize,
     /// Groups whose transaction failed (after the one retry): every caller
     /// in them got 503 and nothing was committed.
     pub failed_groups: AtomicUsize,
-    /// Intents per group transaction.
+    /// Requests per group transaction.
     pub group_size: Histogram,
     /// Microseconds from `BEGIN` to the end of `COMMIT` (the retry included).
     pub commit_micros: Histogram,
@@ -22,7 +22,7 @@ pub struct WriterStats {
     /// Failures of the hold-expiry sweep: a tenant whose expired holds
     /// could not be released, or a listing of expired holds that failed.
     pub expiry_failures: AtomicU64,
-    /// Intents answered by the look-up before the writer (replays and
+    /// Requests answered by the look-up before the writer (replays and
     /// conflicts of committed entries): they never entered a group.
     pub answered_before_group: AtomicU64,
     /// Groups decided from the writer's memory alone, with no read under the
@@ -36,7 +36,7 @@ pub struct WriterStats {
     pub decided_ahead_redone: AtomicU64,
     /// Tenant writers stopped after `idle_after` without work.
     pub idle_writers_stopped: AtomicU64,
-    /// Intents sent to the writer without their key looked up first, the
+    /// Requests sent to the writer without their key looked up first, the
     /// look-ups before having found every key free (`crate::look_ups::KeyLookUps`).
     pub not_looked_up: AtomicU64,
     /// Groups whose write found one of their keys taken (a replay or a
@@ -44,7 +44,7 @@ pub struct WriterStats {
     /// look-up): nothing was written, and the group was decided again with
     /// every key looked up.
     pub key_taken_groups: AtomicU64,
-    /// Intents answered from the entries this process recently committed or
+    /// Requests answered from the entries this process recently committed or
     /// found (`crate::recent::RecentEntries`): no writer, no database.
     pub answered_from_recent: AtomicU64,
     /// Queries of the look-up before the writer, and the keys they asked
@@ -53,7 +53,7 @@ pub struct WriterStats {
     pub keys_looked_up: AtomicU64,
 }
 
-/// Bounds of [`WriterStats::group_size`], in intents (`max_group` ≤ 10,000).
+/// Bounds of [`WriterStats::group_size`], in requests (`max_group` ≤ 10,000).
 pub const GROUP_SIZE_BOUNDS: [u64; 12] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000];
 
 /// Bounds of [`WriterStats::commit_micros`], in microseconds (0.5 ms – 10 s).
@@ -66,7 +66,7 @@ impl Default for WriterStats {
     fn default() -> Self {
         Self {
             groups: AtomicUsize::new(0),
-            intents: AtomicUsize::new(0),
+            requests: AtomicUsize::new(0),
             failed_groups: AtomicUsize::new(0),
             group_size: Histogram::new(&GROUP_SIZE_BOUNDS),
             commit_micros: Histogram::new(&COMMIT_MICROS_BOUNDS),
@@ -85,7 +85,7 @@ impl Default for WriterStats {
     }
 }
 
-/// Intents waiting in (or being decided by) the writers of this process.
+/// Requests waiting in (or being decided by) the writers of this process.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueDepth {
     /// Summed over tenants.

@@ -157,10 +157,12 @@ async fn a_period_with_too_many_entries_is_refused() {
         let body = serde_json::json!({
             "usage_record_id": format!("u{i}"), "account": "cust", "amount": "1", "unit": "USD"
         });
-        let intent =
+        let request =
             tally_ledger::request::EntryRequest::usage_debit(body.as_object().unwrap().clone())
                 .unwrap();
-        storage.commit_group("t", &[&intent]).await.unwrap();
+        tally_ledger::group::commit_group(&storage, "t", &[&request])
+            .await
+            .unwrap();
     }
     let now = Utc::now();
     let period = (now - TimeDelta::days(1), now);

@@ -1,19 +1,27 @@
 //! The usage projection's reads and writes, each sent to the engine's own
 //! SQL (`sqlite.rs`, `postgres.rs`).
 
-use tally_ledger::store::{EngineRef, Storage};
+use chrono::NaiveDate;
+use sqlx::{Postgres, Sqlite};
+use tally_ledger::entry::{UsageParams, DAY_FORMAT};
+use tally_ledger::request::EntryKind;
+use tally_ledger::store::{EngineRef, PostgresStore, Storage, UsageEntries, UsageEntry};
 use tally_ledger::LedgerError;
 
-use super::fold::{UsageFold, UsageScan};
-use super::rows::{UsagePart, UsageQuery, UsageRead, UsageRows, Written};
-use super::{postgres, sqlite};
-use crate::parts::{join_folds, rebuild_ranges, split_range};
+use super::fold::{reversal_target_of, UsageFold, UsageKey, UsageScan, UsageTotals};
+use super::rows::{parse_wide, UsageQuery, UsageRead, Written};
+use super::shared;
+use tally_ledger::fold_parts::{join_folds, rebuild_ranges, split_range};
 
 /// The seq up to which the usage summaries of `tenant` are complete.
 pub async fn usage_checkpoint(storage: &Storage, tenant: &str) -> Result<i64, LedgerError> {
     match storage.engine() {
-        EngineRef::Sqlite(s) => sqlite::checkpoint(s.pool(), tenant).await,
-        EngineRef::Postgres(s) => postgres::checkpoint(s.pool(), tenant).await,
+        EngineRef::Sqlite(s) => {
+            shared::checkpoint::<Sqlite>(&mut *s.pool().acquire().await?, tenant).await
+        }
+        EngineRef::Postgres(s) => {
+            shared::checkpoint::<Postgres>(&mut *s.pool().acquire().await?, tenant).await
+        }
     }
 }
 
@@ -23,10 +31,7 @@ pub(crate) async fn usage_columns_from(
     storage: &Storage,
     tenant: &str,
 ) -> Result<i64, LedgerError> {
-    match storage.engine() {
-        EngineRef::Sqlite(s) => sqlite::usage_columns_from(s.pool(), tenant).await,
-        EngineRef::Postgres(s) => postgres::usage_columns_from(s.pool(), tenant).await,
-    }
+    storage.usage_columns_from(tenant).await
 }
 
 /// The usage in the log of `tenant` with seq in `(after, upto]`: the
@@ -38,21 +43,89 @@ pub(crate) async fn fold_usage_part(
     tenant: &str,
     after: i64,
     upto: i64,
-    rows: UsageRows,
+    which: UsageEntries,
 ) -> Result<(UsageFold, Vec<(i64, String)>), LedgerError> {
-    let mut part = UsagePart {
-        tenant,
-        after,
-        upto,
-        rows,
-        scan: UsageScan::default(),
-        reversals: Vec::new(),
-    };
-    match storage.engine() {
-        EngineRef::Sqlite(s) => sqlite::fold_part(s.pool(), &mut part).await?,
-        EngineRef::Postgres(s) => postgres::fold_part(s.pool(), &mut part).await?,
-    }
-    Ok((part.scan.into_fold()?, part.reversals))
+    let mut scan = UsageScan::default();
+    let mut reversals = Vec::new();
+    // Consecutive entries mostly share a day: it is parsed when it changes.
+    let mut last_day: Option<(String, NaiveDate)> = None;
+    storage
+        .for_each_usage_entry(tenant, after, upto, which, |entry| match entry {
+            UsageEntry::Columns(c) => {
+                let day = match &last_day {
+                    Some((text, day)) if text == c.day => *day,
+                    _ => {
+                        let day = parse_day(c.day)?;
+                        last_day = Some((c.day.to_owned(), day));
+                        day
+                    }
+                };
+                let totals = UsageTotals {
+                    amount: parse_wide(c.amount, "amount")?,
+                    quantity: parse_wide(c.quantity, "usage quantity")?,
+                    entries: c.entries,
+                };
+                scan.add_to_key(c.account, c.meter, day, c.unit, &totals)
+            }
+            // The engine took the parameters out: a reversal names its
+            // entry there.
+            UsageEntry::Source(source, Some(params)) => {
+                if source.kind == EntryKind::Reversal {
+                    if let Some(target) = params.entry_id {
+                        reversals.push((source.seq, target.into_owned()));
+                    }
+                    return Ok(());
+                }
+                let params = UsageParams {
+                    entry_id: None,
+                    ..params
+                };
+                scan.add_usage(&source, params)
+            }
+            UsageEntry::Source(source, None) => {
+                scan.add_source(&source)?;
+                if let Some(target) = reversal_target_of(&source)? {
+                    reversals.push((source.seq, target));
+                }
+                Ok(())
+            }
+        })
+        .await?;
+    Ok((scan.into_fold()?, reversals))
+}
+
+/// PostgreSQL's sums, per usage key, of the posted usage debits with seq in
+/// `(after, upto]` that carry usage columns.
+async fn sum_usage_columns(
+    store: &PostgresStore,
+    tenant: &str,
+    after: i64,
+    upto: i64,
+) -> Result<UsageFold, LedgerError> {
+    let mut fold = UsageFold::new();
+    store
+        .for_each_usage_sum(tenant, after, upto, |c| {
+            let key = UsageKey {
+                account: c.account.to_owned(),
+                meter: c.meter.to_owned(),
+                day: parse_day(c.day)?,
+                unit: c.unit.to_owned(),
+            };
+            let totals = UsageTotals {
+                amount: parse_wide(c.amount, "sum of usage amounts")?,
+                quantity: parse_wide(c.quantity, "sum of usage quantities")?,
+                entries: c.entries,
+            };
+            fold.add(key, &totals)
+        })
+        .await?;
+    Ok(fold)
+}
+
+/// The usage day of an entry, as its usage columns store it.
+fn parse_day(text: &str) -> Result<NaiveDate, LedgerError> {
+    NaiveDate::parse_from_str(text, DAY_FORMAT)
+        .map_err(|_| LedgerError::Corrupt(format!("usage_day {text:?} of an entry")))
 }
 
 /// Folds the reversals [`fold_usage_part`] set aside, reading each entry a
@@ -79,8 +152,8 @@ pub async fn usage_rows(
     q: &UsageQuery,
 ) -> Result<UsageRead, LedgerError> {
     match storage.engine() {
-        EngineRef::Sqlite(s) => sqlite::usage_rows(s.pool(), tenant, q).await,
-        EngineRef::Postgres(s) => postgres::usage_rows(s.pool(), tenant, q).await,
+        EngineRef::Sqlite(s) => shared::usage_rows(s, tenant, q).await,
+        EngineRef::Postgres(s) => shared::usage_rows(s.pool(), tenant, q).await,
     }
 }
 
@@ -91,14 +164,14 @@ pub async fn stored_usage(
     tenant: &str,
 ) -> Result<(UsageFold, i64), LedgerError> {
     let (rows, checkpoint) = match storage.engine() {
-        EngineRef::Sqlite(s) => sqlite::stored_usage(s.pool(), tenant).await?,
-        EngineRef::Postgres(s) => postgres::stored_usage(s.pool(), tenant).await?,
+        EngineRef::Sqlite(s) => shared::stored_usage(s, tenant).await?,
+        EngineRef::Postgres(s) => shared::stored_usage(s.pool(), tenant).await?,
     };
     let mut fold = UsageFold::new();
     for (key, totals) in rows {
         fold.add(key, &totals)?;
     }
-    Ok((fold, checkpoint.unwrap_or(0)))
+    Ok((fold, checkpoint))
 }
 
 /// A fresh fold of `tenant`'s log from seq 1 to `upto` (inclusive): seq
@@ -109,21 +182,21 @@ pub async fn fold_usage(
     tenant: &str,
     upto: i64,
 ) -> Result<UsageFold, LedgerError> {
-    fold_usage_rows(storage, tenant, upto, UsageRows::All).await
+    fold_usage_rows(storage, tenant, upto, UsageEntries::All).await
 }
 
-/// [`fold_usage`], or with [`UsageRows::WithoutColumns`] the rebuild's: on
+/// [`fold_usage`], or with [`UsageEntries::WithoutColumns`] the rebuild's: on
 /// PostgreSQL the usage debits that carry usage columns are added up by the
 /// database instead of folded from params.
 pub(crate) async fn fold_usage_rows(
     storage: &Storage,
     tenant: &str,
     upto: i64,
-    rows: UsageRows,
+    rows: UsageEntries,
 ) -> Result<UsageFold, LedgerError> {
     let mut tasks = Vec::new();
     let mut from_params = upto;
-    if rows == UsageRows::WithoutColumns {
+    if rows == UsageEntries::WithoutColumns {
         // Entries appended before the usage columns existed are folded from
         // params below; after them, the columns are added up, and only
         // reversals (and any usage debit without columns) are folded from
@@ -131,17 +204,17 @@ pub(crate) async fn fold_usage_rows(
         from_params = usage_columns_from(storage, tenant).await?.clamp(0, upto);
         match storage.engine() {
             EngineRef::Postgres(s) => {
-                let (pool, tenant) = (s.pool().clone(), tenant.to_owned());
+                let (store, tenant) = (s.clone(), tenant.to_owned());
                 let storage = storage.clone();
                 tasks.push(tokio::spawn(async move {
                     let (summed, (rest, reversals)) = tokio::try_join!(
-                        postgres::sum_usage_columns(&pool, &tenant, from_params, upto),
+                        sum_usage_columns(&store, &tenant, from_params, upto),
                         fold_usage_part(
                             &storage,
                             &tenant,
                             from_params,
                             upto,
-                            UsageRows::WithoutColumns
+                            UsageEntries::WithoutColumns
                         ),
                     )?;
                     let mut fold = summed;
@@ -161,7 +234,7 @@ pub(crate) async fn fold_usage_rows(
                                     &tenant,
                                     after,
                                     to,
-                                    UsageRows::WithoutColumns,
+                                    UsageEntries::WithoutColumns,
                                 )
                                 .await
                             })
@@ -172,9 +245,9 @@ pub(crate) async fn fold_usage_rows(
     }
     tasks.extend(rebuild_ranges(from_params).into_iter().map(|(after, to)| {
         let (storage, tenant) = (storage.clone(), tenant.to_owned());
-        tokio::spawn(
-            async move { fold_usage_part(&storage, &tenant, after, to, UsageRows::All).await },
-        )
+        tokio::spawn(async move {
+            fold_usage_part(&storage, &tenant, after, to, UsageEntries::All).await
+        })
     }));
     let mut fold = UsageFold::new();
     let mut reversals = Vec::new();
@@ -195,7 +268,7 @@ pub async fn rebuild_usage(storage: &Storage, tenant: &str) -> Result<(i64, usiz
     // From the usage columns where the writer stored them (PostgreSQL),
     // from params elsewhere; `tally verify` folds everything from params
     // and compares.
-    let fold = fold_usage_rows(storage, tenant, head, UsageRows::WithoutColumns).await?;
+    let fold = fold_usage_rows(storage, tenant, head, UsageEntries::WithoutColumns).await?;
     let folded = started.elapsed();
     let written = write_usage(storage, tenant, None, head, &fold).await?;
     tracing::debug!(
@@ -225,7 +298,7 @@ pub(crate) async fn write_usage(
     fold: &UsageFold,
 ) -> Result<Written, LedgerError> {
     match storage.engine() {
-        EngineRef::Sqlite(s) => sqlite::write_usage(s, tenant, expected, to, fold).await,
-        EngineRef::Postgres(s) => postgres::write_usage(s.pool(), tenant, expected, to, fold).await,
+        EngineRef::Sqlite(s) => shared::write_usage(s, tenant, expected, to, fold).await,
+        EngineRef::Postgres(s) => shared::write_usage(s.pool(), tenant, expected, to, fold).await,
     }
 }

@@ -12,6 +12,7 @@
 //! nothing: several `tally` processes may project one database and no
 //! entry is ever counted twice.
 
+mod changes;
 mod engine;
 pub mod fold;
 mod postgres;

@@ -6,11 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tally_ledger::store::{EngineRef, Storage};
+use tally_ledger::store::{EngineRef, ReaderLag, Storage, UsageEntries};
 use tally_ledger::LedgerError;
 
 use super::engine::{fold_usage_part, take_back_reversals, usage_checkpoint, write_usage};
-use super::rows::{UsageRows, Written, USAGE_PAGE};
+use super::fold::USAGE_PROJECTOR;
+use super::rows::{Written, USAGE_PAGE};
 
 /// One projector round: folds at most `max_entries` entries after the
 /// checkpoint and adds them to the summaries, checkpoint and rows in one
@@ -30,8 +31,14 @@ pub async fn project_usage(
         return Ok(checkpoint);
     }
     let new_checkpoint = head.min(checkpoint.saturating_add(max_entries.max(1)));
-    let (mut delta, reversals) =
-        fold_usage_part(storage, tenant, checkpoint, new_checkpoint, UsageRows::All).await?;
+    let (mut delta, reversals) = fold_usage_part(
+        storage,
+        tenant,
+        checkpoint,
+        new_checkpoint,
+        UsageEntries::All,
+    )
+    .await?;
     take_back_reversals(storage, tenant, &reversals, &mut delta).await?;
     match write_usage(storage, tenant, Some(checkpoint), new_checkpoint, &delta).await? {
         Written::Done => Ok(new_checkpoint),
@@ -67,44 +74,21 @@ pub async fn project_usage_to_head(storage: &Storage, tenant: &str) -> Result<i6
     Ok(checkpoint)
 }
 
-/// Tenants whose usage checkpoint is behind their head: tenant ids only.
-/// With the lag below, the projector's only queries that span tenants
-/// (docs/scaling.md): they read the one-row-per-tenant head and
-/// checkpoint, joined on `tenant_id` (colocated on a distributed engine);
-/// each tenant's entries are then read by queries that name the tenant.
+/// Tenants whose usage checkpoint is behind their head: tenant ids only
+/// (the ledger's [`Storage::tenants_behind`], the projector's one query
+/// that spans tenants; docs/scaling.md). Each tenant's entries are then
+/// read by queries that name the tenant.
 pub async fn usage_lagging_tenants(storage: &Storage) -> Result<Vec<String>, LedgerError> {
-    const SQL: &str = "SELECT h.tenant_id FROM ledger_heads h \
-         LEFT JOIN projector_checkpoints c \
-           ON c.tenant_id = h.tenant_id AND c.projector = 'usage' \
-         WHERE h.seq > COALESCE(c.seq, 0) ORDER BY h.tenant_id";
-    Ok(match storage.engine() {
-        EngineRef::Sqlite(s) => sqlx::query_scalar(SQL).fetch_all(s.pool()).await?,
-        EngineRef::Postgres(s) => sqlx::query_scalar(SQL).fetch_all(s.pool()).await?,
-    })
+    storage.tenants_behind(USAGE_PROJECTOR).await
 }
 
 /// How far the usage projection is behind, over every tenant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
-pub struct UsageLag {
-    /// Tenants whose checkpoint is behind their head.
-    pub lagging_tenants: i64,
-    /// The largest `head seq − checkpoint` of a tenant (0 if none lags).
-    pub max_entries: i64,
-}
+pub type UsageLag = ReaderLag;
 
 /// The usage projection's lag as one row: an aggregate over the heads and
 /// checkpoints, so a scrape reads two numbers however many tenants lag.
 pub async fn usage_lags(storage: &Storage) -> Result<UsageLag, LedgerError> {
-    const SQL: &str = "SELECT COUNT(*) AS lagging_tenants, \
-           COALESCE(MAX(h.seq - COALESCE(c.seq, 0)), 0) AS max_entries \
-         FROM ledger_heads h \
-         LEFT JOIN projector_checkpoints c \
-           ON c.tenant_id = h.tenant_id AND c.projector = 'usage' \
-         WHERE h.seq > COALESCE(c.seq, 0)";
-    Ok(match storage.engine() {
-        EngineRef::Sqlite(s) => sqlx::query_as(SQL).fetch_one(s.pool()).await?,
-        EngineRef::Postgres(s) => sqlx::query_as(SQL).fetch_one(s.pool()).await?,
-    })
+    storage.reader_lag(USAGE_PROJECTOR).await
 }
 
 /// The usage projector of `tally serve`: every `every`, projects every

@@ -2,13 +2,12 @@
 //! query, the stored rows, a write's outcome, the entries that carry usage.
 
 use chrono::NaiveDate;
-use sqlx::{ColumnIndex, Decode, Row, Type};
 use tally_ledger::entry::DAY_FORMAT;
-use tally_ledger::store::LOG_PAGE;
+use tally_ledger::store::{EngineDb, LOG_PAGE};
 use tally_ledger::wide::WideDecimal;
 use tally_ledger::LedgerError;
 
-use super::fold::{UsageKey, UsageScan, UsageTotals};
+use super::fold::{UsageKey, UsageTotals};
 
 /// Most entries one projector round folds (and one transaction writes).
 pub const USAGE_PAGE: i64 = LOG_PAGE;
@@ -51,14 +50,11 @@ pub(crate) fn parse_wide(text: &str, what: &str) -> Result<WideDecimal, LedgerEr
         .ok_or_else(|| LedgerError::Corrupt(format!("{what} {text:?} is not a decimal")))
 }
 
-pub(crate) fn decode_usage_row<'r, R>(row: &'r R) -> Result<(UsageKey, UsageTotals), LedgerError>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let text = |c: &'static str| row.try_get::<String, _>(c);
+/// A summary row selected with the engine's summary columns.
+pub(crate) fn decode_usage_row<DB: EngineDb>(
+    row: &DB::Row,
+) -> Result<(UsageKey, UsageTotals), LedgerError> {
+    let text = |c: &'static str| DB::text(row, c);
     let day = text("day")?;
     Ok((
         UsageKey {
@@ -71,44 +67,11 @@ where
         UsageTotals {
             quantity: parse_wide(&text("quantity")?, "usage quantity")?,
             amount: parse_wide(&text("amount")?, "usage amount")?,
-            entries: row.try_get("entries")?,
+            entries: DB::int(row, "entries")?,
         },
     ))
 }
 
-/// The entries that carry usage, and the columns the fold reads of them
-/// (`recorded_at` is column 5; every row is posted). The engine adds the seq
-/// range. Each column costs: dropping `id` and `status` took a quarter off
-/// PostgreSQL's work for these rows.
-pub(crate) const USAGE_SOURCES: &str =
-    "SELECT seq, kind, account, unit, amount, recorded_at, params FROM entries \
-     WHERE status = 'posted' AND kind IN ('usage_debit', 'reversal') AND";
-
-/// Which usage entries [`fold_usage_part`] folds from params.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum UsageRows {
-    /// All of them.
-    All,
-    /// Only the reversals and the usage debits stored without usage
-    /// columns: the others are added up from their columns, by
-    /// `postgres::sum_usage_columns` in PostgreSQL, by
-    /// `sqlite::fold_usage_columns` from SQLite's packed windows.
-    WithoutColumns,
-}
-
 pub(crate) fn day_text(day: NaiveDate) -> String {
     day.format(DAY_FORMAT).to_string()
-}
-
-/// One part of a usage fold: what the engine reads (the entries of
-/// `tenant` with seq in `(after, upto]`, `rows` of them) and what it
-/// gathers (the usage debits folded into `scan`, the reversals set aside
-/// as (seq, the entry they name)).
-pub(crate) struct UsagePart<'a> {
-    pub(crate) tenant: &'a str,
-    pub(crate) after: i64,
-    pub(crate) upto: i64,
-    pub(crate) rows: UsageRows,
-    pub(crate) scan: UsageScan,
-    pub(crate) reversals: Vec<(i64, String)>,
 }

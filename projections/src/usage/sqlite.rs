@@ -1,37 +1,16 @@
 //! The usage summaries on SQLite: the SQL of every read and write of
-//! `usage_summaries` and `projector_checkpoints`, and the packed reads of
-//! the log the fold runs over.
+//! `usage_summaries` and `projector_checkpoints`. The log the fold runs
+//! over is read through the ledger (`Storage::for_each_usage_entry`).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
-use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::{QueryBuilder, SqlitePool};
-use tally_ledger::entry::{string_or_none, EntryStatus, UsageParams, UsageSource, DAY_FORMAT};
-use tally_ledger::request::EntryKind;
-use tally_ledger::store::{parse_decimal, SqliteStore};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection, Transaction};
+use tally_ledger::store::{SqliteStore, SqliteWrite};
 use tally_ledger::LedgerError;
 
-use super::fold::{UsageFold, UsageKey, UsageScan, UsageTotals, USAGE_PROJECTOR};
-use super::rows::{day_text, decode_usage_row, parse_wide, UsagePart, UsageRows, Written};
-use super::shared::{usage_reads, usage_write, CHECKPOINT};
-
-usage_reads! {
-    db = sqlx::Sqlite,
-    pool = SqlitePool,
-    connection = sqlx::SqliteConnection,
-    summary_columns = "account, meter, day, unit, quantity, amount, entries",
-    snapshot = snapshot,
-}
-
-/// A read transaction: WAL gives it one snapshot from its first read.
-async fn snapshot(
-    pool: &SqlitePool,
-) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
-    pool.begin().await
-}
-
-use crate::packed::for_each_packed;
+use super::fold::{UsageFold, UsageKey, UsageTotals, USAGE_PROJECTOR};
+use super::rows::{day_text, decode_usage_row, Written};
+use super::shared::{UsageEngine, CHECKPOINT};
 
 /// The most entries one projector round folds on SQLite, where the round's
 /// write transaction holds the one write lock every group of the ledger
@@ -42,220 +21,60 @@ pub(super) const USAGE_PAGE: i64 = 256;
 /// SQLite allows 32,766 bound parameters per statement; 8 per row.
 const USAGE_ROWS_PER_INSERT: usize = 500;
 
-/// Seq window SQLite packs into one JSON array for the usage fold.
-const SQLITE_USAGE_WINDOW: i64 = 16384;
+impl UsageEngine for SqliteStore {
+    type Db = Sqlite;
+    type Write = SqliteWrite;
+    type ReadAhead = HashMap<UsageKey, UsageTotals>;
 
-/// One row of [`super::USAGE_SOURCES`] packed by SQLite ([`PackedUsageRow`]).
-/// `->` yields the parameter as JSON (absent: null), so the fold sees a
-/// number as a number, exactly as it would parsing `params` itself.
-macro_rules! packed_usage_row {
-    () => {
-        "json_array(seq, kind, account, unit, amount, recorded_at, params -> '$.quantity', \
-         params -> '$.meter', params -> '$.occurred_at', params -> '$.entry_id')"
-    };
-}
+    const SUMMARY_COLUMNS: &'static str = "account, meter, day, unit, quantity, amount, entries";
+    const STORED_COLUMNS: &'static str = "account, meter, day, unit, \
+        CAST(quantity AS TEXT) AS quantity, CAST(amount AS TEXT) AS amount, \
+        CAST(entries AS INTEGER) AS entries";
+    /// `BEGIN IMMEDIATE` already holds the database's write lock.
+    const LOCKED_CHECKPOINT: &'static str = CHECKPOINT;
 
-/// The usage rows of one seq window; the engine binds tenant, after, upto.
-macro_rules! sqlite_usage_window {
-    () => {
-        " FROM entries WHERE status = 'posted' AND kind IN ('usage_debit', 'reversal') \
-         AND tenant_id = $1 AND seq > $2 AND seq <= $3"
-    };
-}
+    /// A read transaction: WAL gives it one snapshot from its first read.
+    async fn snapshot(&self) -> Result<Transaction<'static, Sqlite>, LedgerError> {
+        Ok(self.pool().begin().await?)
+    }
 
-/// The rows of [`super::USAGE_SOURCES`] in one seq window, packed.
-const SQLITE_USAGE_WINDOW_SQL: &str = concat!(
-    "SELECT json_group_array(",
-    packed_usage_row!(),
-    ")",
-    sqlite_usage_window!()
-);
+    async fn begin_write(&self) -> Result<SqliteWrite, LedgerError> {
+        SqliteStore::begin_write(self).await
+    }
 
-/// The rows of one seq window in two packed arrays: the usage debits that
-/// carry usage columns as [`PackedUsageColumns`], the others (reversals, and
-/// usage debits stored without columns) as [`PackedUsageRow`]. Taking four
-/// values out of each entry's params JSON was most of SQLite's work in a
-/// usage rebuild.
-const SQLITE_USAGE_COLUMNS_WINDOW_SQL: &str = concat!(
-    "SELECT json_group_array(json_array(account, usage_meter, usage_day, unit, amount, \
-     usage_quantity)) FILTER (WHERE kind = 'usage_debit' AND usage_day IS NOT NULL), \
-     json_group_array(",
-    packed_usage_row!(),
-    ") FILTER (WHERE kind = 'reversal' OR usage_day IS NULL)",
-    sqlite_usage_window!()
-);
+    async fn commit(write: SqliteWrite) -> Result<(), LedgerError> {
+        write.commit().await
+    }
 
-/// A posted usage debit of [`SQLITE_USAGE_COLUMNS_WINDOW_SQL`]'s first
-/// array: account, usage meter, usage day, unit, amount, usage quantity.
-#[derive(serde::Deserialize)]
-struct PackedUsageColumns<'a>(
-    #[serde(borrow)] Cow<'a, str>,
-    #[serde(borrow)] Cow<'a, str>,
-    #[serde(borrow)] Cow<'a, str>,
-    #[serde(borrow)] Cow<'a, str>,
-    #[serde(borrow)] Cow<'a, str>,
-    #[serde(borrow)] Cow<'a, str>,
-);
+    async fn rollback(write: SqliteWrite) -> Result<(), LedgerError> {
+        write.rollback().await
+    }
 
-/// Adds up a packed array of [`PackedUsageColumns`], as
-/// `postgres::sum_usage_columns` does in PostgreSQL.
-fn fold_usage_columns(scan: &mut UsageScan, packed: &str) -> Result<(), LedgerError> {
-    // Consecutive entries mostly share a day: it is parsed when it changes.
-    let mut last_day: Option<(String, NaiveDate)> = None;
-    for_each_packed(packed, "usage columns", |row: PackedUsageColumns| {
-        let PackedUsageColumns(account, meter, day_text, unit, amount, quantity) = row;
-        let day = match &last_day {
-            Some((text, day)) if text == &day_text => *day,
-            _ => {
-                let day = NaiveDate::parse_from_str(&day_text, DAY_FORMAT).map_err(|_| {
-                    LedgerError::Corrupt(format!("usage_day {day_text:?} of an entry"))
-                })?;
-                last_day = Some((day_text.into_owned(), day));
-                day
-            }
-        };
-        let totals = UsageTotals {
-            amount: parse_wide(&amount, "amount")?,
-            quantity: parse_wide(&quantity, "usage quantity")?,
-            entries: 1,
-        };
-        scan.add_to_key(&account, &meter, day, &unit, &totals)
-    })?;
-    Ok(())
-}
+    async fn read_ahead(
+        &self,
+        tenant: &str,
+        expected: Option<i64>,
+        fold: &UsageFold,
+    ) -> Result<Result<Self::ReadAhead, Written>, LedgerError> {
+        read_current_rows(self, tenant, expected, fold).await
+    }
 
-/// Folds a packed array of [`PackedUsageRow`].
-fn fold_packed_usage_rows(
-    scan: &mut UsageScan,
-    reversals: &mut Vec<(i64, String)>,
-    packed: &str,
-    after: i64,
-) -> Result<(), LedgerError> {
-    for_each_packed(
-        packed,
-        &format!("usage rows after seq {after}"),
-        |row: PackedUsageRow| row.fold(scan, reversals),
-    )?;
-    Ok(())
-}
-
-/// One row of [`SQLITE_USAGE_WINDOW_SQL`].
-#[derive(serde::Deserialize)]
-struct PackedUsageRow<'a>(
-    i64,
-    #[serde(borrow)] Cow<'a, str>,
-    #[serde(borrow)] Cow<'a, str>,
-    #[serde(borrow)] Cow<'a, str>,
-    #[serde(borrow)] Cow<'a, str>,
-    #[serde(borrow)] Cow<'a, str>,
-    #[serde(borrow, deserialize_with = "string_or_none")] Option<Cow<'a, str>>,
-    #[serde(borrow, deserialize_with = "string_or_none")] Option<Cow<'a, str>>,
-    #[serde(borrow, deserialize_with = "string_or_none")] Option<Cow<'a, str>>,
-    #[serde(borrow, deserialize_with = "string_or_none")] Option<Cow<'a, str>>,
-);
-
-impl PackedUsageRow<'_> {
-    fn fold(
-        self,
-        scan: &mut UsageScan,
-        reversals: &mut Vec<(i64, String)>,
+    async fn remove_rows(
+        conn: &mut SqliteConnection,
+        tenant: &str,
+        keys: &[[String; 4]],
     ) -> Result<(), LedgerError> {
-        let PackedUsageRow(
-            seq,
-            kind,
-            account,
-            unit,
-            amount,
-            recorded_at,
-            quantity,
-            meter,
-            occurred_at,
-            entry_id,
-        ) = self;
-        let kind = EntryKind::parse(&kind).ok_or_else(|| {
-            LedgerError::Corrupt(format!("kind {kind:?} of the entry at seq {seq}"))
-        })?;
-        if kind == EntryKind::Reversal {
-            if let Some(target) = entry_id {
-                reversals.push((seq, target.into_owned()));
-            }
-            return Ok(());
-        }
-        let source = UsageSource {
-            seq,
-            kind,
-            status: EntryStatus::Posted,
-            account: &account,
-            unit: &unit,
-            amount: parse_decimal(&amount, "amount")?,
-            recorded_at: DateTime::parse_from_rfc3339(&recorded_at)
-                .map_err(|_| LedgerError::Corrupt(format!("recorded_at {recorded_at:?}")))?
-                .with_timezone(&Utc),
-            params: "",
-        };
-        let params = UsageParams {
-            quantity,
-            meter,
-            occurred_at,
-            entry_id: None,
-        };
-        scan.add_usage(&source, params)
+        remove_rows(conn, tenant, keys).await
     }
-}
 
-/// Folds the usage rows with seq in `(after, upto]` into `part`, setting
-/// reversals aside (see `super::fold_usage_part`).
-pub(super) async fn fold_part(
-    pool: &SqlitePool,
-    into: &mut UsagePart<'_>,
-) -> Result<(), LedgerError> {
-    let (tenant, after, upto, rows) = (into.tenant, into.after, into.upto, into.rows);
-    let (part, reversals) = (&mut into.scan, &mut into.reversals);
-    // sqlx hands each SQLite row from its worker thread to the task with a
-    // wake-up (about 6 µs a row, measured): SQLite packs the rows of a seq
-    // window into one JSON array instead, with the parameters the fold
-    // reads taken out of `params` (or, for the rebuild, the usage columns
-    // where they are).
-    let mut from = after;
-    while from < upto {
-        let to = upto.min(from.saturating_add(SQLITE_USAGE_WINDOW));
-        match rows {
-            UsageRows::All => {
-                let packed: String = sqlx::query_scalar(SQLITE_USAGE_WINDOW_SQL)
-                    .bind(tenant)
-                    .bind(from)
-                    .bind(to)
-                    .fetch_one(pool)
-                    .await?;
-                fold_packed_usage_rows(part, reversals, &packed, from)?;
-            }
-            UsageRows::WithoutColumns => {
-                let (columns, others): (String, String) =
-                    sqlx::query_as(SQLITE_USAGE_COLUMNS_WINDOW_SQL)
-                        .bind(tenant)
-                        .bind(from)
-                        .bind(to)
-                        .fetch_one(pool)
-                        .await?;
-                fold_usage_columns(part, &columns)?;
-                fold_packed_usage_rows(part, reversals, &others, from)?;
-            }
-        }
-        from = to;
+    async fn add_fold(
+        conn: &mut SqliteConnection,
+        tenant: &str,
+        fold: &UsageFold,
+        current_rows: Self::ReadAhead,
+    ) -> Result<(), LedgerError> {
+        add_sums(conn, tenant, fold, current_rows).await
     }
-    Ok(())
-}
-
-usage_write! {
-    store = SqliteStore,
-    begin = SqliteStore::begin_write,
-    read_ahead = read_current_rows,
-    lock = CHECKPOINT,
-    stored = "SELECT account, meter, day, unit, CAST(quantity AS TEXT), \
-        CAST(amount AS TEXT), CAST(entries AS INTEGER) \
-        FROM usage_summaries WHERE tenant_id = $1",
-    remove = remove_rows,
-    add = add_sums,
 }
 
 /// The stored rows the fold adds to, read before the write begins (this
@@ -309,7 +128,7 @@ async fn read_current_rows(
             }
             b.push(")");
             for row in b.build().fetch_all(&mut *read).await? {
-                let (key, totals) = decode_usage_row(&row)?;
+                let (key, totals) = decode_usage_row::<Sqlite>(&row)?;
                 current_rows.insert(key, totals);
             }
         }
@@ -321,7 +140,7 @@ async fn read_current_rows(
 /// Deletes the summary rows of `tenant` with these keys, in chunks below
 /// SQLite's bound-parameter limit.
 async fn remove_rows(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut SqliteConnection,
     tenant: &str,
     remove: &[[String; 4]],
 ) -> Result<(), LedgerError> {
@@ -344,7 +163,7 @@ async fn remove_rows(
 /// SQLite cannot add decimal text exactly: each delta is added here to the
 /// row read ahead (`current_rows`) and the sum written back.
 async fn add_sums(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut SqliteConnection,
     tenant: &str,
     fold: &UsageFold,
     current_rows: HashMap<UsageKey, UsageTotals>,

@@ -31,8 +31,11 @@ async fn the_packed_fold_equals_the_fold_of_whole_entries() {
     ];
     let mut ids = Vec::new();
     for d in debits {
-        let intent = EntryRequest::usage_debit(body(d)).unwrap();
-        match &storage.commit_group("t", &[&intent]).await.unwrap()[0] {
+        let request = EntryRequest::usage_debit(body(d)).unwrap();
+        match &tally_ledger::group::commit_group(&storage, "t", &[&request])
+            .await
+            .unwrap()[0]
+        {
             Decision::Created(e) => ids.push(e.id.clone()),
             other => panic!("not created: {other:?}"),
         }
@@ -45,8 +48,7 @@ async fn the_packed_fold_equals_the_fold_of_whole_entries() {
         json!({"reversal_id": "r1", "entry_id": ids[3], "reason": "duplicate"}),
     ))
     .unwrap();
-    storage
-        .commit_group("t", &[&payment, &reversal])
+    tally_ledger::group::commit_group(&storage, "t", &[&payment, &reversal])
         .await
         .unwrap();
 

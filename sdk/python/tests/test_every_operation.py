@@ -400,6 +400,18 @@ def test_every_operation(
     ]
     assert client.post_audit_verify().verified, "the intents' entries verify like any"
 
+    # The Stripe integration (admin, read, post): configured, read without its
+    # secret, no event yet, an unknown event, removed.
+    stripe = client.put_stripe_integration(["whsec_every_operation"], "tally_account")
+    assert stripe.endpoint_path.startswith("/v1/ingest/stripe/")
+    assert client.get_stripe_integration() == stripe and stripe.signing_secrets_count == 1
+    assert client.list_stripe_events(status="unmapped") == tally.StripeEventPage([], None)
+    with pytest.raises(tally.NotFound):
+        client.reapply_stripe_event("evt_unknown")
+    client.delete_stripe_integration()
+    with pytest.raises(tally.NotFound):
+        client.get_stripe_integration()
+
     missing = set(tally.OPERATIONS) - operations_called
     assert not missing, f"operations not exercised: {sorted(missing)}"
 

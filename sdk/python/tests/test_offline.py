@@ -116,6 +116,7 @@ ENTRY = {
 def test_every_problem_code_has_its_class() -> None:
     expected = {
         "malformed_json": (tally.MalformedJson, 400),
+        "invalid_signature": (tally.InvalidSignature, 400),
         "unauthenticated": (tally.Unauthenticated, 401),
         "forbidden": (tally.Forbidden, 403),
         "not_found": (tally.NotFound, 404),
@@ -243,6 +244,59 @@ def test_webhook_requests() -> None:
     assert json.loads(replay.body or b"") == {"from_seq": 7}
     with pytest.raises(TypeError):
         _calls.replay_webhook_events("we_1", "7")  # type: ignore[arg-type]
+
+
+def test_stripe_integration_requests() -> None:
+    put = _calls.put_stripe_integration(["whsec_1", "whsec_2"], "tally_account")
+    assert (put.method, put.target) == ("PUT", "/v1/integrations/stripe")
+    assert json.loads(put.body or b"") == {
+        "signing_secrets": ["whsec_1", "whsec_2"],
+        "account_metadata_key": "tally_account",
+    }
+    with pytest.raises(TypeError, match="signing_secrets"):
+        _calls.put_stripe_integration("whsec_1", "tally_account")
+    get = _calls.get_stripe_integration()
+    assert (get.method, get.target, get.body) == ("GET", "/v1/integrations/stripe", None)
+    delete = _calls.delete_stripe_integration()
+    assert (delete.method, delete.target, delete.body) == (
+        "DELETE", "/v1/integrations/stripe", None,
+    )  # fmt: skip
+    page = _calls.list_stripe_events(status="unmapped", after="evt 0", limit=5)
+    assert page.target == "/v1/integrations/stripe/events?status=unmapped&after=evt%200&limit=5"
+    assert _calls.list_stripe_events(status=None, after=None, limit=None).target == (
+        "/v1/integrations/stripe/events"
+    )
+    reapply = _calls.reapply_stripe_event("evt/1 x")
+    assert (reapply.method, reapply.target, reapply.body) == (
+        "POST", "/v1/integrations/stripe/events/evt%2F1%20x/reapply", None,
+    )  # fmt: skip
+
+
+def test_a_stripe_event_page_is_read() -> None:
+    page = tally.StripeEventPage.from_json(
+        {
+            "events": [
+                {
+                    "event_id": "evt_1", "type": "charge.refunded", "status": "unmapped",
+                    "reason": "the payment pi_1 is not recorded yet", "waiting_for": "pi_1",
+                    "received_at": "2026-12-07T10:00:00.000000Z",
+                    "updated_at": "2026-12-07T10:00:00.000000Z",
+                }
+            ],
+            "next_after": None,
+        }
+    )  # fmt: skip
+    [event] = page.events
+    assert (event.type, event.status, event.waiting_for) == ("charge.refunded", "unmapped", "pi_1")
+    assert page.next_after is None
+    integration = tally.StripeIntegration.from_json(
+        {
+            "endpoint_path": "/v1/ingest/stripe/sie_1", "account_metadata_key": "k",
+            "signing_secrets_count": 2, "created_at": "2026-12-07T10:00:00Z",
+            "updated_at": "2026-12-07T10:00:00Z",
+        }
+    )  # fmt: skip
+    assert integration.signing_secrets_count == 2
 
 
 def test_a_webhook_secret_stays_out_of_repr() -> None:

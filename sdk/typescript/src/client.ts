@@ -38,6 +38,7 @@ import {
   type ListAccountsQuery,
   type ListEntriesQuery,
   type ListIntentsQuery,
+  type ListStripeEventsQuery,
   type ListWebhookDeliveriesQuery,
   OPERATIONS,
   type OperationId,
@@ -47,6 +48,10 @@ import {
   type ReversalRequest,
   type Schemas,
   type Statement,
+  type StripeEvent,
+  type StripeEventPage,
+  type StripeIntegration,
+  type StripeIntegrationRequest,
   type Usage,
   type UsageDebitRequest,
   type WebhookDelivery,
@@ -215,9 +220,18 @@ export interface AuditExportRecord {
   readonly [key: string]: unknown;
 }
 
-/** The operations this client covers: every `/v1` operation, and the probes. */
+/**
+ * The operations this client covers: every `/v1` operation called with an
+ * API key, and the probes. Not `receiveStripeEvent` (`POST
+ * /v1/ingest/stripe/{endpoint_id}`, no scope): Stripe calls it, signing
+ * the body with `Stripe-Signature`.
+ */
 export type SdkOperationId =
-  | { [K in OperationId]: (typeof OPERATIONS)[K]["path"] extends `/v1/${string}` ? K : never }[OperationId]
+  | {
+      [K in OperationId]: (typeof OPERATIONS)[K]["path"] extends `/v1/${string}`
+        ? (typeof OPERATIONS)[K]["scopes"] extends readonly [] ? never : K
+        : never;
+    }[OperationId]
   | "getHealthz"
   | "getReadyz";
 
@@ -588,6 +602,77 @@ export class TallyClient {
     return decodeObject<WebhookReplay>(await this.#send("replayWebhookEvents", { path: { id }, body: request }, options));
   }
 
+  // --- the Stripe integration (docs/ingest.md) -------------------------
+
+  /**
+   * `PUT /v1/integrations/stripe` (scope `admin`): creates or replaces the
+   * tenant's Stripe settings (`signing_secrets`: 1 to 5 `whsec_…` from
+   * Stripe's dashboard, write-only; `account_metadata_key`: the
+   * PaymentIntent metadata key naming the ledger account). The answer's
+   * `endpoint_path` is the path to give Stripe; it stays the same when the
+   * settings are replaced. The same settings again are harmless, so a
+   * retry is.
+   */
+  async putStripeIntegration(request: StripeIntegrationRequest, options?: CallOptions): Promise<StripeIntegration> {
+    return decodeStripeIntegration(await this.#send("putStripeIntegration", { body: request }, options));
+  }
+
+  /** `GET /v1/integrations/stripe` (scope `admin`): the settings, never the secrets; `NotFound` when none. */
+  async getStripeIntegration(options?: CallOptions): Promise<StripeIntegration> {
+    return decodeStripeIntegration(await this.#send("getStripeIntegration", {}, options));
+  }
+
+  /**
+   * `DELETE /v1/integrations/stripe` (scope `admin`, 204): deliveries to its
+   * path are refused from now on; the events received stay listed and
+   * their entries stay in the ledger. `NotFound` when none is configured
+   * (also for a retry after a lost answer).
+   */
+  async deleteStripeIntegration(options?: CallOptions): Promise<void> {
+    await this.#send("deleteStripeIntegration", {}, options);
+  }
+
+  /**
+   * `GET /v1/integrations/stripe/events` (scope `read`): one page of the
+   * events received, in `event_id` order, filtered by `status` (`applied`,
+   * `ignored`, `unmapped`); pass `next_after` as `after` for the next page
+   * (or use `iterateStripeEvents`).
+   */
+  async listStripeEvents(query: ListStripeEventsQuery = {}, options?: CallOptions): Promise<StripeEventPage> {
+    const answer = await this.#send("listStripeEvents", { query }, options);
+    const page = decodeObject<StripeEventPage>(answer);
+    if (!Array.isArray(page.events)) throw new DecodeError("no events array", answer.status, answer.text);
+    return page;
+  }
+
+  /** Every Stripe event matching `query`, page after page (`limit` is the page size). */
+  async *iterateStripeEvents(query: ListStripeEventsQuery = {}, options?: CallOptions): AsyncGenerator<StripeEvent, void, undefined> {
+    let after = query.after;
+    for (;;) {
+      const page = await this.listStripeEvents(after === undefined ? query : { ...query, after }, options);
+      yield* page.events;
+      if (page.next_after === null || page.next_after === undefined) return;
+      after = page.next_after;
+    }
+  }
+
+  /**
+   * `POST /v1/integrations/stripe/events/{event_id}/reapply` (scope `post`):
+   * maps the recorded event again with the current settings and decides
+   * its operations (for an `unmapped` event once its mapping is fixed);
+   * resolves to the event as recorded now. Idempotent: the entries are
+   * keyed by Stripe's ids, so what was applied before replays. `NotFound`
+   * for an unknown event; `InvalidRequest` when no integration is configured.
+   */
+  async reapplyStripeEvent(eventId: string, options?: CallOptions): Promise<StripeEvent> {
+    const answer = await this.#send("reapplyStripeEvent", { path: { event_id: eventId } }, options);
+    const event = decodeObject<StripeEvent>(answer);
+    if (typeof event.event_id !== "string" || typeof event.status !== "string") {
+      throw new DecodeError("not a Stripe event (no event_id or status)", answer.status, answer.text);
+    }
+    return event;
+  }
+
   // --- intents (docs/intents.md) ------------------------------------
 
   /**
@@ -866,6 +951,14 @@ function decodeWebhookEndpoint<T extends WebhookEndpoint>(answer: HttpAnswer, wi
     throw new DecodeError("no secret in the answer", answer.status, answer.text);
   }
   return endpoint;
+}
+
+function decodeStripeIntegration(answer: HttpAnswer): StripeIntegration {
+  const integration = decodeObject<StripeIntegration>(answer);
+  if (typeof integration.endpoint_path !== "string" || typeof integration.signing_secrets_count !== "number") {
+    throw new DecodeError("not a Stripe integration (no endpoint_path or signing_secrets_count)", answer.status, answer.text);
+  }
+  return integration;
 }
 
 function parseJsonLines(answer: HttpAnswer): AuditExportRecord[] {

@@ -76,6 +76,16 @@ export class MalformedJson extends TallyError {
   override name = "MalformedJson";
 }
 
+/**
+ * 400 `invalid_signature`: a Stripe delivery (`POST /v1/ingest/stripe/…`)
+ * whose `Stripe-Signature` is missing, malformed, stale or made with no
+ * configured secret; nothing was written. Only Stripe calls that endpoint:
+ * this client never gets it from its own methods.
+ */
+export class InvalidSignature extends TallyError {
+  override name = "InvalidSignature";
+}
+
 /** 401 `unauthenticated`: no or unknown API key. */
 export class Unauthenticated extends TallyError {
   override name = "Unauthenticated";
@@ -108,7 +118,7 @@ export class MethodNotAllowed extends TallyError {
 /**
  * 409 `idempotency_conflict`: the upstream ID already names an entry with
  * other parameters, or the `intent_id` an intent with another `action` or
- * other `params`. A new intent needs a new ID; retrying cannot help.
+ * other `params`. A new request needs a new ID; retrying cannot help.
  */
 export class IdempotencyConflict extends TallyError {
   override name = "IdempotencyConflict";
@@ -351,6 +361,7 @@ type ProblemErrorClass = new (status: number, problem: Problem, context?: Answer
  */
 const ERROR_BY_CODE: { readonly [C in ProblemCode]: ProblemErrorClass } = {
   malformed_json: MalformedJson,
+  invalid_signature: InvalidSignature,
   unauthenticated: Unauthenticated,
   forbidden: Forbidden,
   not_found: NotFound,

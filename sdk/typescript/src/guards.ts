@@ -3,7 +3,7 @@
  * not reach (plain JavaScript, `any`, JSON from elsewhere):
  *
  * - a mutation carries its upstream ID: the caller's stable ID for the
- *   intent, which makes every retry a replay. The client never invents one.
+ *   operation, which makes every retry a replay. The client never invents one.
  * - money and quantities are decimal strings: a JS number has already lost
  *   precision (`0.1 + 0.2`), so one is refused rather than sent.
  */
@@ -21,7 +21,7 @@ export function requireUpstreamId(body: unknown, field: string, operation: strin
   const value = (body as Record<string, unknown>)[field];
   if (typeof value !== "string" || value === "") {
     throw new TypeError(
-      `${operation}: ${field} is required (the upstream system's stable ID for this intent, ` +
+      `${operation}: ${field} is required (the upstream system's stable ID for this operation, ` +
         `sent unchanged on every retry), got ${describe(value)}`,
     );
   }

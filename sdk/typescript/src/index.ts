@@ -52,6 +52,7 @@ export {
 export {
   TallyError,
   MalformedJson,
+  InvalidSignature,
   Unauthenticated,
   Forbidden,
   NotFound,

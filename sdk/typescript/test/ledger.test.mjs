@@ -47,7 +47,7 @@ forEachEngine("ledger", {}, (server, engine) => {
     assert.equal(first.entry.balance_after, "-0.0125");
     assert.equal(typeof first.entry.amount, "string", "money stays a string");
 
-    // "0.01250" is the same amount: still the same intent.
+    // "0.01250" is the same amount: still the same request.
     const again = await client.postUsageDebit({ ...debit, amount: "0.01250" });
     assert.equal(again.status, 200);
     assert.equal(again.replayed, true);
@@ -328,6 +328,19 @@ forEachEngine("ledger", {}, (server, engine) => {
     const intents = await client.listIntents({ action: "invoice.charge" });
     assert.deepEqual(intents.intents.map((i) => [i.intent_id, i.status]), [[intentId, "succeeded"], [failedId, "failed"]].sort());
     assert.equal(intents.next_after, null);
+
+    // The Stripe integration: configured (the secret never comes back), read,
+    // no event yet, an unknown event, removed.
+    const stripe = await client.putStripeIntegration({ signing_secrets: ["whsec_every_operation"], account_metadata_key: "tally_account" });
+    assert.match(stripe.endpoint_path, /^\/v1\/ingest\/stripe\//);
+    assert.deepEqual(await client.getStripeIntegration(), stripe);
+    assert.equal(stripe.signing_secrets_count, 1);
+    assert.deepEqual(await client.listStripeEvents({ status: "unmapped" }), { events: [], next_after: null });
+    const noEvent = await client.reapplyStripeEvent("evt_unknown").catch((e) => e);
+    assert.ok(noEvent instanceof NotFound, `got ${noEvent}`);
+    await client.deleteStripeIntegration();
+    const noIntegration = await client.getStripeIntegration().catch((e) => e);
+    assert.ok(noIntegration instanceof NotFound, `got ${noIntegration}`);
 
     // Every operation this SDK covers was exercised above.
     const exercised = new Set(seen.map((request) => operationOf(request)));

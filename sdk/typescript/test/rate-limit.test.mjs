@@ -48,9 +48,9 @@ forEachEngine("rate limit", { serveArgs: ["--rate-limit-per-second", "1", "--rat
     await patient.postUsageDebit({ usage_record_id: uid("ur"), account: "cust_rb", amount: "1", unit: "USD" });
 
     // One attempt only: the 429 itself, with its Retry-After.
-    const intent = { usage_record_id: uid("ur"), account: "cust_rb", amount: "2", unit: "USD" };
+    const request = { usage_record_id: uid("ur"), account: "cust_rb", amount: "2", unit: "USD" };
     const once = new TallyClient({ baseUrl: server().baseUrl, apiKey, retry: { maxAttempts: 1 } });
-    const limited = await once.postUsageDebit(intent).catch((e) => e);
+    const limited = await once.postUsageDebit(request).catch((e) => e);
     assert.ok(limited instanceof RetriesExhausted, `got ${limited}`);
     assert.equal(limited.reason, "max_attempts");
     assert.equal(limited.attempts, 1);
@@ -62,7 +62,7 @@ forEachEngine("rate limit", { serveArgs: ["--rate-limit-per-second", "1", "--rat
     // A budget shorter than the Retry-After: no retry starts, no sleeping first.
     const short = new TallyClient({ baseUrl: server().baseUrl, apiKey, retry: { maxAttempts: 5, totalBudgetMs: 300 } });
     const started = performance.now();
-    const error = await short.postUsageDebit(intent).catch((e) => e);
+    const error = await short.postUsageDebit(request).catch((e) => e);
     const elapsed = performance.now() - started;
     assert.ok(error instanceof RetriesExhausted, `got ${error}`);
     assert.equal(error.reason, "time_budget");

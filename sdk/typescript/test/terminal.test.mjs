@@ -173,8 +173,8 @@ for (const engine of engines()) {
         const quick = { baseDelayMs: 10, maxDelayMs: 40, requestTimeoutMs: 500 };
         const client = (baseUrl, retry, extra = {}) => new TallyClient({ baseUrl, apiKey, retry, ...extra });
         const live = client(server.baseUrl, { ...quick, maxAttempts: 4 });
-        const intent = { usage_record_id: uid("ur"), account: "cust_gone", amount: "1", unit: "USD" };
-        const posted = await live.postUsageDebit(intent);
+        const request = { usage_record_id: uid("ur"), account: "cust_gone", amount: "1", unit: "USD" };
+        const posted = await live.postUsageDebit(request);
         assert.equal(posted.status, 201);
 
         await server.stop();
@@ -182,7 +182,7 @@ for (const engine of engines()) {
 
         const retries = [];
         const gone = client(server.baseUrl, { ...quick, maxAttempts: 4 }, { onRetry: (e) => retries.push(e) });
-        const error = await gone.postUsageDebit(intent).then(
+        const error = await gone.postUsageDebit(request).then(
           () => assert.fail("expected RetriesExhausted"),
           (e) => e,
         );

@@ -1,6 +1,6 @@
 //! A tenant's webhook endpoints.
 
-use tally_ledger::store::Storage;
+use tally_ledger::store::{ReaderConnection, Storage};
 
 use super::engine::{in_write, new_id, now_micros, on_pool};
 use crate::event::EventType;
@@ -96,7 +96,6 @@ impl EndpointRow {
         // subqueries inside an INSERT): the count, the head and whether
         // other endpoints exist are read first, in the same transaction.
         const COUNT: &str = "SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = $1";
-        const HEAD: &str = "SELECT seq FROM ledger_heads WHERE tenant_id = $1";
         let insert = format!(
             "INSERT INTO webhook_endpoints ({COLUMNS}) \
              VALUES ($1, $2, $3, $4, $5, TRUE, NULL, $6, NULL, NULL, $7, $8, $8) \
@@ -117,10 +116,7 @@ impl EndpointRow {
             if existing >= MAX_ENDPOINTS_PER_TENANT {
                 None
             } else {
-                let head: Option<i64> = sqlx::query_scalar(HEAD)
-                    .bind(tenant)
-                    .fetch_optional(&mut *tx)
-                    .await?;
+                let head = ReaderConnection::head_seq(&mut *tx, tenant).await?;
                 let row: EndpointRow = sqlx::query_as(&insert)
                     .bind(tenant)
                     .bind(&id)
@@ -128,7 +124,7 @@ impl EndpointRow {
                     .bind(&types)
                     .bind(description)
                     .bind(secret)
-                    .bind(head.unwrap_or(0))
+                    .bind(head)
                     .bind(now)
                     .fetch_one(&mut *tx)
                     .await?;
@@ -290,12 +286,9 @@ impl EndpointRow {
     pub async fn lagging_tenants(storage: &Storage) -> Result<Vec<String>, WebhookError> {
         // Driven by the endpoints: with none (most ledgers) it reads nothing
         // of the heads, however many tenants there are.
-        const SQL: &str = "SELECT DISTINCT e.tenant_id FROM webhook_endpoints e \
-             JOIN ledger_heads h ON h.tenant_id = e.tenant_id \
-             LEFT JOIN projector_checkpoints c \
-               ON c.tenant_id = e.tenant_id AND c.projector = 'webhooks' \
-             WHERE h.seq > COALESCE(c.seq, 0) \
-             ORDER BY e.tenant_id";
-        Ok(on_pool!(storage, pool => sqlx::query_scalar(SQL).fetch_all(pool).await?))
+        const SQL: &str = "SELECT DISTINCT tenant_id FROM webhook_endpoints ORDER BY tenant_id";
+        let tenants: Vec<String> =
+            on_pool!(storage, pool => sqlx::query_scalar(SQL).fetch_all(pool).await?);
+        Ok(storage.tenants_behind_among("webhooks", &tenants).await?)
     }
 }

@@ -15,7 +15,7 @@ use sqlx::{PgConnection, PgPool};
 use crate::LedgerError;
 
 /// Tables read before the tenant is known: copied to every node.
-pub const REFERENCE_TABLES: &[&str] = &["api_keys"];
+pub const REFERENCE_TABLES: &[&str] = &["api_keys", "stripe_integrations"];
 
 /// The first table of the colocation group; every other tenant table is
 /// colocated with it.

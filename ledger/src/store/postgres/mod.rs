@@ -5,7 +5,7 @@
 
 pub mod citus;
 pub(super) mod columns;
-mod group;
+mod group_tx;
 mod read_ahead;
 mod round_write;
 #[cfg(test)]
@@ -16,15 +16,19 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgRow};
-use sqlx::{PgPool, Postgres, QueryBuilder, Row};
+use sqlx::{PgConnection, PgPool, Postgres, Row};
 
-use super::shared::engine_reads;
+use super::engine_db::{Arg, EngineDb, Sql};
+use super::rules::RulesRebuilt;
+use super::shared::EngineStore;
 use super::transaction::GroupWrite;
 use crate::entry::StoredEntry;
+use crate::request::EntryKind;
+use crate::rule_fold::StoredRecord;
 use crate::LedgerError;
 use columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
-use group::keyed_entries;
-pub(crate) use group::PgGroup;
+use group_tx::keyed_entries;
+pub(crate) use group_tx::PgGroup;
 use round_write::write_together;
 
 #[derive(Clone)]
@@ -41,53 +45,77 @@ pub struct PostgresStore {
     routed_by_tenant: bool,
 }
 
-/// PostgreSQL binds `recorded_at` as a timestamp.
-fn recorded_at_time(t: DateTime<Utc>) -> DateTime<Utc> {
-    t
-}
+impl EngineStore for PostgresStore {
+    type Db = Postgres;
+    type Group = PgGroup;
 
-/// PostgreSQL stores an api key's `created_at` as a timestamp; it is
-/// answered as the fixed-width UTC text SQLite stores.
-fn created_at_text(row: &PgRow) -> Result<String, sqlx::Error> {
-    let created_at: DateTime<Utc> = row.try_get("created_at")?;
-    Ok(crate::entry::format_recorded_at(&created_at))
-}
-
-engine_reads! {
-    store = PostgresStore,
-    db = Postgres,
-    entry = entry,
-    entry_columns = ENTRY_COLUMNS,
-    balance_columns = BALANCE_COLUMNS,
-    time = recorded_at_time,
-    keyed_entries = keyed_entries,
-    rule_rows = super::rules::stored_pg,
-    created_at = created_at_text,
-    group = PgGroup,
-    log_page = ("", "", read_rows),
-    insert_api_key = (
-        "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, now())",
-        database_clock
-    ),
-    balance_rows_sql = "SELECT b.unit, b.debits::text AS debits, b.credits::text AS credits, \
-           b.held::text AS held, h.seq AS head_seq \
+    const ENTRY_COLUMNS: &'static str = ENTRY_COLUMNS;
+    const BALANCE_COLUMNS: &'static str = BALANCE_COLUMNS;
+    const BALANCE_ROWS: &'static str = "SELECT b.unit, b.debits::text AS debits, \
+           b.credits::text AS credits, b.held::text AS held, h.seq AS head_seq \
          FROM ledger_heads h LEFT JOIN balances b \
            ON b.tenant_id = h.tenant_id AND b.account = $2 \
-         WHERE h.tenant_id = $1 ORDER BY b.unit",
-}
+         WHERE h.tenant_id = $1 ORDER BY b.unit";
+    /// The database's `now()`: nothing to bind for `created_at`.
+    const INSERT_API_KEY: &'static str =
+        "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, now())";
 
-/// An api key's `created_at` is the database's `now()`: nothing to bind.
-fn database_clock() -> Option<String> {
-    None
-}
+    fn pool(&self) -> &PgPool {
+        &self.pool
+    }
 
-/// A page of the log, its rows handed over as they come.
-async fn read_rows(
-    pool: &PgPool,
-    mut page: QueryBuilder<'_, Postgres>,
-) -> Result<Vec<StoredEntry>, LedgerError> {
-    let rows = page.build().fetch_all(pool).await?;
-    rows.iter().map(entry).collect()
+    /// PostgreSQL binds `recorded_at` as a timestamp.
+    fn recorded_at_arg(time: DateTime<Utc>) -> Arg<'static> {
+        Arg::Time(time)
+    }
+
+    fn decode_entry(row: &PgRow) -> Result<StoredEntry, LedgerError> {
+        entry(row)
+    }
+
+    /// PostgreSQL stores an api key's `created_at` as a timestamp; it is
+    /// answered as the fixed-width UTC text SQLite stores.
+    fn created_at(row: &PgRow) -> Result<String, LedgerError> {
+        let created_at: DateTime<Utc> = row.try_get("created_at")?;
+        Ok(crate::entry::format_recorded_at(&created_at))
+    }
+
+    fn created_now() -> Option<String> {
+        None
+    }
+
+    async fn keyed_entries(
+        conn: &mut PgConnection,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        keyed_entries(conn, tenant, keys).await
+    }
+
+    async fn stored_rules(
+        conn: &mut PgConnection,
+        tenant: &str,
+    ) -> Result<Vec<StoredRecord>, LedgerError> {
+        super::rules::stored_pg(conn, tenant).await
+    }
+
+    /// A page of the log, its rows handed over as they come.
+    async fn read_page(&self, walk: Sql<'_>) -> Result<Vec<StoredEntry>, LedgerError> {
+        let rows = Postgres::fetch_all(&mut *self.pool.acquire().await?, &walk).await?;
+        rows.iter().map(entry).collect()
+    }
+
+    async fn begin_group(&self) -> Result<PgGroup, LedgerError> {
+        PostgresStore::begin_group(self).await
+    }
+
+    fn group_connection(group: &mut PgGroup) -> &mut PgConnection {
+        &mut group.tx
+    }
+
+    async fn rebuild_rules(group: &mut PgGroup, tenant: &str) -> Result<RulesRebuilt, LedgerError> {
+        group.rebuild_rules(tenant).await
+    }
 }
 
 /// The connection options of `url`, with PostgreSQL's JIT compiler off

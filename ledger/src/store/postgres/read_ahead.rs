@@ -1,4 +1,4 @@
-//! A shared round's reads for all its pieces at once, on PostgreSQL (see
+//! A commit round's reads for all its pieces at once, on PostgreSQL (see
 //! `crate::store::read_ahead`): the heads created where absent and locked
 //! in tenant order, then the balances and records as one probe each per
 //! (tenant, key), columns bound as arrays so each statement stays prepared.
@@ -7,11 +7,11 @@
 use sqlx::Row;
 
 use super::columns::BALANCE_COLUMNS;
-use super::group::PgGroup;
+use super::group_tx::PgGroup;
 use crate::chain::GENESIS_HASH;
 use crate::store::read_ahead::{ReadAhead, ReadAheadRows};
 use crate::store::rows::decode_balance;
-use crate::store::transaction::decode_fence;
+use crate::store::transaction::{decode_fence, GroupTransaction};
 use crate::LedgerError;
 
 impl PgGroup {
@@ -126,13 +126,13 @@ impl PgGroup {
     ) -> Result<Vec<ReadAheadRows>, LedgerError> {
         let (mut rows, _) = ReadAheadRows::for_asks(asks);
         for (ask, rows) in asks.iter().zip(rows.iter_mut()) {
-            rows.fence = Some(self.lock_head_row(&ask.tenant).await?);
+            rows.fence = Some(self.lock_head(&ask.tenant).await?);
             if !ask.accounts.is_empty() {
                 let accounts: Vec<&str> = ask.accounts.iter().map(String::as_str).collect();
-                rows.balances = self.read_balances(&ask.tenant, &accounts).await?;
+                rows.balances = self.balances_of(&ask.tenant, &accounts).await?;
             }
             if !ask.records.is_empty() {
-                rows.records = self.read_records(&ask.tenant, &ask.records).await?;
+                rows.records = self.records_of(&ask.tenant, &ask.records).await?;
             }
         }
         Ok(rows)

@@ -11,10 +11,10 @@ use sqlx::{Postgres, Row};
 use crate::amount::canonical;
 use crate::balance::AccountBalance;
 use crate::entry::{StoredEntry, UsageColumns};
-use crate::store::transaction::{head_moved, GroupWrite};
+use crate::store::transaction::{GroupTransaction, GroupWrite};
 use crate::LedgerError;
 
-use super::group::PgGroup;
+use super::group_tx::PgGroup;
 
 type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
@@ -62,7 +62,7 @@ pub(super) async fn write_together<'c>(
                 .map(move |b| (piece_index(i), w.tenant.as_str(), b))
         })
         .collect();
-    let records: Vec<(i32, &str, &crate::state::StateRow)> = writes
+    let records: Vec<(i32, &str, &crate::rule_state::StateRow)> = writes
         .iter()
         .enumerate()
         .flat_map(|(i, w)| {
@@ -163,7 +163,7 @@ pub(super) async fn write_together<'c>(
     let q = bind_balance_columns(q, &only)
         .bind(records.iter().map(|r| r.0).collect::<Vec<i32>>())
         .bind(records.iter().map(|r| r.1).collect::<Vec<&str>>());
-    let only: Vec<&crate::state::StateRow> = records.iter().map(|r| r.2).collect();
+    let only: Vec<&crate::rule_state::StateRow> = records.iter().map(|r| r.2).collect();
     let rows = bind_record_columns(q, &only).fetch_all(on).await?;
     let mut written = vec![false; writes.len()];
     for row in rows {
@@ -182,13 +182,6 @@ fn piece_index(i: usize) -> i32 {
 }
 
 impl PgGroup {
-    pub(super) async fn write_all(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
-        match self.write_many(&[write]).await?[..] {
-            [true] => Ok(()),
-            _ => Err(head_moved()),
-        }
-    }
-
     /// Writes `writes` (see [`write_together`]); per write, whether it was
     /// written (`false`: its head was not at its `start`, and it wrote
     /// nothing). A failure (a constraint) leaves the transaction to be
@@ -254,10 +247,10 @@ impl PgGroup {
                 .iter()
                 .map(|(a, u, b)| (a.as_str(), u.as_str(), b.clone()))
                 .collect();
-            self.upsert_balances(tenant, &rows).await?;
+            self.write_balances(tenant, &rows).await?;
         }
         if !write.records.is_empty() {
-            let records: Vec<&crate::state::StateRow> = write.records.iter().collect();
+            let records: Vec<&crate::rule_state::StateRow> = write.records.iter().collect();
             let q = sqlx::query(
                 "INSERT INTO rule_state (tenant_id, kind, key, value, expires_at) \
                  SELECT h.tenant_id, r.* FROM ledger_heads h, \
@@ -363,7 +356,10 @@ fn bind_balance_columns<'q>(
 }
 
 /// Binds kind, key, value and expires_at of `records` as arrays.
-fn bind_record_columns<'q>(q: PgQuery<'q>, records: &[&'q crate::state::StateRow]) -> PgQuery<'q> {
+fn bind_record_columns<'q>(
+    q: PgQuery<'q>,
+    records: &[&'q crate::rule_state::StateRow],
+) -> PgQuery<'q> {
     q.bind(records.iter().map(|r| r.kind).collect::<Vec<&str>>())
         .bind(
             records

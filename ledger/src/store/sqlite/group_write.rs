@@ -1,17 +1,17 @@
 //! What groups write on SQLite: the rows of one group, or of the groups of
-//! several tenants in one shared round, as one statement per table (each
+//! several tenants in one commit round, as one statement per table (each
 //! row names its tenant). A statement costs a hop to sqlx's SQLite worker
-//! thread; in a round of 100 one-intent groups, writing them table by table
+//! thread; in a round of 100 one-request groups, writing them table by table
 //! takes 4 hops instead of 400.
 
 use sqlx::{QueryBuilder, Sqlite};
 
 use super::columns::ROWS_PER_INSERT;
-use super::group::{SqliteGroup, INSERTED_COLUMNS};
+use super::group_tx::{SqliteGroup, INSERTED_COLUMNS};
 use crate::amount::canonical;
 use crate::balance::AccountBalance;
 use crate::entry::{format_recorded_at, StoredEntry, UsageColumns};
-use crate::state::StateRow;
+use crate::rule_state::StateRow;
 use crate::store::transaction::{head_moved, GroupWrite};
 use crate::LedgerError;
 

@@ -3,7 +3,7 @@
 //! before it reads (no upgrade deadlock between processes).
 
 pub(super) mod columns;
-mod group;
+mod group_tx;
 mod group_write;
 mod packed;
 mod read_ahead;
@@ -15,15 +15,20 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSynchronous};
-use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool};
 
-use super::shared::engine_reads;
+use super::engine_db::{Arg, EngineDb, Sql};
+use super::rules::RulesRebuilt;
+use super::shared::EngineStore;
 use crate::entry::{format_recorded_at, StoredEntry};
+use crate::request::EntryKind;
+use crate::rule_fold::StoredRecord;
 use crate::LedgerError;
 use columns::{entry, ENTRY_COLUMNS};
-use group::keyed_entries;
-pub(crate) use group::SqliteGroup;
-pub use group::SqliteWrite;
+use group_tx::keyed_entries;
+pub(crate) use group_tx::SqliteGroup;
+pub use group_tx::SqliteWrite;
+pub use packed::for_each_packed;
 use packed::PackedEntry;
 use wal::{checkpoint_wal, WAL_RESTART_ABOVE_BYTES};
 
@@ -64,60 +69,93 @@ pub struct SqliteStore {
     write_gate: Arc<tokio::sync::Mutex<()>>,
 }
 
-/// A time as SQLite stores `recorded_at`: fixed-width UTC text, which
-/// compares in time order.
-fn recorded_at_text(t: DateTime<Utc>) -> String {
-    format_recorded_at(&t)
-}
+impl EngineStore for SqliteStore {
+    type Db = Sqlite;
+    type Group = SqliteGroup;
 
-engine_reads! {
-    store = SqliteStore,
-    db = Sqlite,
-    entry = entry,
-    entry_columns = ENTRY_COLUMNS,
-    balance_columns = "account, unit, debits, credits, held",
-    time = recorded_at_text,
-    keyed_entries = keyed_entries,
-    rule_rows = super::rules::stored_sqlite,
-    created_at = created_at_text,
-    group = SqliteGroup,
-    log_page = (
-        format!("SELECT json_group_array(json_array({ENTRY_COLUMNS}) ORDER BY seq) FROM ("),
-        ")",
-        read_packed
-    ),
-    insert_api_key = (
-        "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, $4)",
-        this_clock
-    ),
-    balance_rows_sql = "SELECT b.unit, b.debits AS debits, b.credits AS credits, \
-           b.held AS held, h.seq AS head_seq \
+    const ENTRY_COLUMNS: &'static str = ENTRY_COLUMNS;
+    const BALANCE_COLUMNS: &'static str = "account, unit, debits, credits, held";
+    const BALANCE_ROWS: &'static str = "SELECT b.unit, b.debits AS debits, \
+           b.credits AS credits, b.held AS held, h.seq AS head_seq \
          FROM ledger_heads h LEFT JOIN balances b \
            ON b.tenant_id = h.tenant_id AND b.account = $2 \
-         WHERE h.tenant_id = $1 ORDER BY b.unit",
-}
+         WHERE h.tenant_id = $1 ORDER BY b.unit";
+    const INSERT_API_KEY: &'static str =
+        "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, $4)";
 
-/// An api key's `created_at`: this process's clock, as fixed-width UTC text.
-fn this_clock() -> Option<String> {
-    Some(format_recorded_at(&Utc::now()))
-}
+    fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
 
-/// A page of the log, packed by SQLite as one JSON array: sqlx hands
-/// SQLite rows over one at a time from its worker thread, which cost more
-/// than everything else a page of the log needs.
-async fn read_packed(
-    pool: &SqlitePool,
-    mut page: QueryBuilder<'_, Sqlite>,
-) -> Result<Vec<StoredEntry>, LedgerError> {
-    let packed: String = page.build_query_scalar().fetch_one(pool).await?;
-    let rows: Vec<PackedEntry> = serde_json::from_str(&packed)
-        .map_err(|e| LedgerError::Corrupt(format!("packed entries: {e}")))?;
-    rows.into_iter().map(PackedEntry::into_entry).collect()
-}
+    /// SQLite stores `recorded_at` as fixed-width UTC text, which compares
+    /// in time order.
+    fn recorded_at_arg(time: DateTime<Utc>) -> Arg<'static> {
+        Arg::OwnedText(format_recorded_at(&time))
+    }
 
-/// SQLite stores an api key's `created_at` as fixed-width UTC text.
-fn created_at_text(row: &SqliteRow) -> Result<String, sqlx::Error> {
-    row.try_get("created_at")
+    fn decode_entry(row: &SqliteRow) -> Result<StoredEntry, LedgerError> {
+        entry(row)
+    }
+
+    /// SQLite stores an api key's `created_at` as fixed-width UTC text.
+    fn created_at(row: &SqliteRow) -> Result<String, LedgerError> {
+        Ok(row.try_get("created_at")?)
+    }
+
+    /// This process's clock, as fixed-width UTC text.
+    fn created_now() -> Option<String> {
+        Some(format_recorded_at(&Utc::now()))
+    }
+
+    async fn keyed_entries(
+        conn: &mut SqliteConnection,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        keyed_entries(conn, tenant, keys).await
+    }
+
+    async fn stored_rules(
+        conn: &mut SqliteConnection,
+        tenant: &str,
+    ) -> Result<Vec<StoredRecord>, LedgerError> {
+        super::rules::stored_sqlite(conn, tenant).await
+    }
+
+    /// A page of the log, packed by SQLite as one JSON array: sqlx hands
+    /// SQLite rows over one at a time from its worker thread, which cost
+    /// more than everything else a page of the log needs.
+    async fn read_page(&self, walk: Sql<'_>) -> Result<Vec<StoredEntry>, LedgerError> {
+        let sql = walk.wrap(
+            &format!(
+                "SELECT json_group_array(json_array({ENTRY_COLUMNS}) ORDER BY seq) AS page FROM ("
+            ),
+            ")",
+        );
+        let row = Sqlite::fetch_optional(&mut *self.pool.acquire().await?, &sql).await?;
+        let packed = match row {
+            Some(row) => Sqlite::text(&row, "page")?,
+            None => return Ok(Vec::new()),
+        };
+        let rows: Vec<PackedEntry> = serde_json::from_str(&packed)
+            .map_err(|e| LedgerError::Corrupt(format!("packed entries: {e}")))?;
+        rows.into_iter().map(PackedEntry::into_entry).collect()
+    }
+
+    async fn begin_group(&self) -> Result<SqliteGroup, LedgerError> {
+        SqliteStore::begin_group(self).await
+    }
+
+    fn group_connection(group: &mut SqliteGroup) -> &mut SqliteConnection {
+        &mut group.tx
+    }
+
+    async fn rebuild_rules(
+        group: &mut SqliteGroup,
+        tenant: &str,
+    ) -> Result<RulesRebuilt, LedgerError> {
+        group.rebuild_rules(tenant).await
+    }
 }
 
 impl SqliteStore {

@@ -1,4 +1,4 @@
-//! A shared round's reads for all its pieces at once, on SQLite: one
+//! A commit round's reads for all its pieces at once, on SQLite: one
 //! statement per table (see `crate::store::read_ahead`). Lists of pairs are
 //! joined from a `VALUES` table: SQLite walks the primary key for each
 //! pair, where `(a, b) IN (VALUES …)` scans the whole table.
@@ -6,7 +6,7 @@
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::columns::ROWS_PER_INSERT;
-use super::group::SqliteGroup;
+use super::group_tx::SqliteGroup;
 use crate::chain::GENESIS_HASH;
 use crate::store::read_ahead::{ReadAhead, ReadAheadRows};
 use crate::store::rows::decode_balance;

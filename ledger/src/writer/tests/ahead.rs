@@ -70,16 +70,22 @@ async fn a_head_moved_under_a_group_decided_ahead_is_decided_again() {
 /// Commits a first debit, `u1`; the memory its writer is left with.
 async fn first_debit_remembered(storage: &Storage) -> WriterMemory {
     let mut memory = WriterMemory::default();
-    storage
-        .commit_group_with("t", &[&debit("u1", "1")], &[], &mut |_, _| {}, &mut memory)
-        .await
-        .unwrap();
+    crate::group::commit_group_with(
+        storage,
+        "t",
+        &[&debit("u1", "1")],
+        &[],
+        &mut |_, _| {},
+        &mut memory,
+    )
+    .await
+    .unwrap();
     memory
 }
 
-/// The shared rounds of a writer on `storage`.
-fn rounds(storage: &Storage) -> SharedCommit {
-    SharedCommit::start(storage.clone(), 1, Arc::default())
+/// The commit rounds of a writer on `storage`.
+fn rounds(storage: &Storage) -> RoundCommitter {
+    RoundCommitter::start(storage.clone(), 1, Arc::default())
 }
 
 /// A debit `id`, decided from `memory` alone as entry `seq`; its write.
@@ -92,8 +98,7 @@ async fn decided_from_memory(
     let next = debit(id, "1");
     let DecidedWrite {
         decisions, write, ..
-    } = storage
-        .decide_ahead("t", &[&next], &[true], memory, &rounds(storage))
+    } = crate::group::decide_ahead("t", &[&next], &[true], memory, &rounds(storage))
         .await
         .expect("everything it needs is remembered");
     assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == seq));
@@ -110,11 +115,17 @@ async fn a_group_decided_ahead_waits_for_the_commit_before_it() {
         let mut memory = first_debit_remembered(storage).await;
         // Decided under the head lock, which its transaction holds until
         // the write below commits.
-        let first = storage
-            .decide_group("t", &[&debit("u2", "1")], &[], &mut |_, _| {}, &mut memory)
-            .await
-            .unwrap()
-            .write;
+        let first = crate::group::decide_group(
+            storage,
+            "t",
+            &[&debit("u2", "1")],
+            &[],
+            &mut |_, _| {},
+            &mut memory,
+        )
+        .await
+        .unwrap()
+        .write;
         let second = tokio::spawn(decided_from_memory(storage, "u3", 3, &mut memory).await);
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!second.is_finished(), "{}: it did not wait", db.engine());
@@ -148,8 +159,7 @@ async fn a_group_decided_ahead_writes_nothing_if_the_head_moved() {
                     .await
                     .unwrap();
             } else {
-                storage
-                    .commit_group("t", &[&debit("other", "1")])
+                crate::group::commit_group(storage, "t", &[&debit("other", "1")])
                     .await
                     .unwrap();
             }

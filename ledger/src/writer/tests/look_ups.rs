@@ -10,13 +10,21 @@ use super::*;
 async fn a_key_taken_after_the_look_up_is_replayed_not_posted_twice() {
     let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
     let first = debit("u1", "1");
-    storage.commit_group("t", &[&first]).await.unwrap();
+    crate::group::commit_group(&storage, "t", &[&first])
+        .await
+        .unwrap();
 
     let again = debit("u1", "1");
     let mut memory = WriterMemory::default();
-    let stale = storage
-        .commit_group_with("t", &[&again], &[true], &mut |_, _| {}, &mut memory)
-        .await;
+    let stale = crate::group::commit_group_with(
+        &storage,
+        "t",
+        &[&again],
+        &[true],
+        &mut |_, _| {},
+        &mut memory,
+    )
+    .await;
     assert!(
         matches!(&stale, Err(LedgerError::Database(e)) if is_unique_violation(e)),
         "{stale:?}"
@@ -24,7 +32,7 @@ async fn a_key_taken_after_the_look_up_is_replayed_not_posted_twice() {
     assert_eq!(entries(&storage).await, 1);
 
     let decisions = commit_with_retry(
-        &SharedCommit::start(storage.clone(), 1, Arc::default()),
+        &RoundCommitter::start(storage.clone(), 1, Arc::default()),
         "t",
         &[&again],
         &[true],
@@ -54,16 +62,16 @@ async fn look_up_alone(
         config: WriterConfig::default(),
         stats: Arc::default(),
         key_taken: KeyTaken::default(),
-        commits: SharedCommit::start(storage.clone(), 1, Arc::default()),
+        commits: RoundCommitter::start(storage.clone(), 1, Arc::default()),
         budget: Arc::default(),
         heads: Default::default(),
     };
     let stats = stage.stats.clone();
     let mut answers = Vec::new();
-    for intents in requests {
+    for batch in requests {
         let (reply, answer) = oneshot::channel();
         let job = Job {
-            intents,
+            requests: batch,
             absent: Vec::new(),
             reply,
         };
@@ -93,13 +101,12 @@ async fn look_up_alone(
 }
 
 /// Replays and conflicts of committed entries are answered before the
-/// writer; a request mixing them with a new intent goes to the writer
+/// writer; a request mixing them with a new key goes to the writer
 /// with only the free key marked.
 #[tokio::test]
 async fn committed_keys_are_answered_before_the_writer() {
     let storage = Storage::connect_with("sqlite::memory:", 1).await.unwrap();
-    storage
-        .commit_group("t", &[&debit("u1", "1")])
+    crate::group::commit_group(&storage, "t", &[&debit("u1", "1")])
         .await
         .unwrap();
     let requests = || {
@@ -145,7 +152,7 @@ async fn replays_and_conflicts_through_the_writers() {
     replay_of_u1_and_new_u2(&writers).await;
     let stats = writers.stats();
     assert_eq!(
-        stats.intents.load(Ordering::Relaxed) as u64
+        stats.requests.load(Ordering::Relaxed) as u64
             + stats.answered_before_group.load(Ordering::Relaxed),
         5
     );

@@ -14,15 +14,16 @@ use tokio::sync::{mpsc, oneshot};
 use super::look_up::look_up;
 use super::retry::{commit_with_retry, is_unique_violation};
 use super::*;
+use crate::group::RoundCommitter;
 use crate::group::{DecidedWrite, WriterMemory};
-use crate::store::{EntryFilter, SharedCommit, Storage};
+use crate::store::{EntryFilter, Storage};
 use crate::test_databases::TestDb;
 
 mod ahead;
 mod look_ups;
 mod recent;
 mod retirement;
-mod shared_rounds;
+mod rounds;
 mod unlooked;
 
 fn debit(id: &str, amount: &str) -> EntryRequest {
@@ -98,7 +99,7 @@ async fn flood_and_check(
     }
 }
 
-/// Only a full group is decided ahead: groups of at most 4 intents fill
+/// Only a full group is decided ahead: groups of at most 4 requests fill
 /// up under a flood of single requests.
 fn small_groups() -> WriterConfig {
     WriterConfig {

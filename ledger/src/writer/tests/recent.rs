@@ -31,7 +31,7 @@ async fn retries_of_committed_entries_are_answered_from_recent_entries() {
         let stats = writers.stats();
         assert_eq!(stats.answered_from_recent.load(Ordering::Relaxed), 2);
         assert_eq!(stats.answered_before_group.load(Ordering::Relaxed), 0);
-        assert_eq!(stats.intents.load(Ordering::Relaxed), 4);
+        assert_eq!(stats.requests.load(Ordering::Relaxed), 4);
 
         // Another process: its first retry is looked up in the
         // database, and what the look-up found answers the next one.
@@ -43,7 +43,7 @@ async fn retries_of_committed_entries_are_answered_from_recent_entries() {
         let stats = other_process.stats();
         assert_eq!(stats.answered_before_group.load(Ordering::Relaxed), 1);
         assert_eq!(stats.answered_from_recent.load(Ordering::Relaxed), 1);
-        assert_eq!(stats.intents.load(Ordering::Relaxed), 0);
+        assert_eq!(stats.requests.load(Ordering::Relaxed), 0);
         assert_eq!(entries(&db.storage).await, 2);
         db.remove().await;
     }

@@ -24,6 +24,9 @@ from .models import (
     IntentPage,
     Posted,
     Statement,
+    StripeEvent,
+    StripeEventPage,
+    StripeIntegration,
     Usage,
     WebhookDelivery,
     WebhookDeliveryPage,
@@ -433,6 +436,53 @@ def replay_webhook_events(endpoint_id: str, from_seq: int) -> Call[WebhookReplay
         f"{_endpoint_path(endpoint_id)}/replay",
         _json_model(WebhookReplay.from_json),
         body=j.dumps({"from_seq": from_seq}),
+    )
+
+
+# --- the Stripe integration (docs/ingest.md) ---------------------------------------
+
+_STRIPE = "/v1/integrations/stripe"
+
+
+def put_stripe_integration(
+    signing_secrets: Sequence[str], account_metadata_key: str
+) -> Call[StripeIntegration]:
+    if isinstance(signing_secrets, str):
+        raise TypeError('signing_secrets is a list of secrets, e.g. ["whsec_…"]')
+    secrets = list(signing_secrets)
+    if not all(isinstance(s, str) for s in secrets):
+        raise TypeError("signing_secrets must hold strings (whsec_…)")
+    if not isinstance(account_metadata_key, str):
+        raise TypeError("account_metadata_key must be a string")
+    body = {"signing_secrets": secrets, "account_metadata_key": account_metadata_key}
+    return Call("PUT", _STRIPE, _json_model(StripeIntegration.from_json), body=j.dumps(body))
+
+
+def get_stripe_integration() -> Call[StripeIntegration]:
+    return Call("GET", _STRIPE, _json_model(StripeIntegration.from_json))
+
+
+def delete_stripe_integration() -> Call[None]:
+    def decode(answer: Answer) -> None:
+        return None
+
+    return Call("DELETE", _STRIPE, decode)
+
+
+def list_stripe_events(
+    *, status: Optional[str], after: Optional[str], limit: Optional[int]
+) -> Call[StripeEventPage]:
+    query: List[Tuple[str, QueryValue]] = [("status", status), ("after", after), ("limit", limit)]
+    return Call(
+        "GET", target(f"{_STRIPE}/events", query), _json_model(StripeEventPage.from_json)
+    )
+
+
+def reapply_stripe_event(event_id: str) -> Call[StripeEvent]:
+    return Call(
+        "POST",
+        f"{_STRIPE}/events/{segment(event_id, 'event_id')}/reapply",
+        _json_model(StripeEvent.from_json),
     )
 
 

@@ -48,6 +48,9 @@ from .models import (
     IntentPage,
     Posted,
     Statement,
+    StripeEvent,
+    StripeEventPage,
+    StripeIntegration,
     Usage,
     WebhookDelivery,
     WebhookDeliveryPage,
@@ -679,6 +682,71 @@ class Client:
         the entries from ``from_seq`` on are sent again with their original
         ids, at most 10,000 entries per call: go on from ``next_from_seq``."""
         return self.run(_calls.replay_webhook_events(endpoint_id, from_seq))
+
+    # --- the Stripe integration (docs/ingest.md) -------------------------------------
+
+    def put_stripe_integration(
+        self, signing_secrets: Sequence[str], account_metadata_key: str
+    ) -> StripeIntegration:
+        """``PUT /v1/integrations/stripe`` (scope ``admin``): creates or
+        replaces the tenant's Stripe settings: ``signing_secrets`` (1 to 5
+        ``whsec_…`` from Stripe's dashboard, write-only) and
+        ``account_metadata_key`` (the PaymentIntent metadata key whose value
+        is the ledger account). ``endpoint_path`` of the answer is the path
+        to give Stripe; it stays the same when the settings are replaced.
+        The same settings again are harmless, so retrying is."""
+        return self.run(_calls.put_stripe_integration(signing_secrets, account_metadata_key))
+
+    def get_stripe_integration(self) -> StripeIntegration:
+        """``GET /v1/integrations/stripe`` (scope ``admin``): the settings,
+        never the secrets; ``NotFound`` when none is configured."""
+        return self.run(_calls.get_stripe_integration())
+
+    def delete_stripe_integration(self) -> None:
+        """``DELETE /v1/integrations/stripe`` (scope ``admin``): deliveries to
+        its path are refused from now on; the events received stay listed
+        and their entries stay in the ledger. ``NotFound`` when none is
+        configured (also for a retry after a lost answer)."""
+        return self.run(_calls.delete_stripe_integration())
+
+    def list_stripe_events(
+        self,
+        *,
+        status: Optional[str] = None,
+        after: Optional[str] = None,
+        limit: Optional[int] = None,
+    ) -> StripeEventPage:
+        """``GET /v1/integrations/stripe/events`` (scope ``read``): one page
+        of the events received, in ``event_id`` order (``status``:
+        ``applied``, ``ignored`` or ``unmapped``; ``limit`` 1 to 1,000,
+        default 100); pass ``next_after`` as ``after`` for the next (or use
+        ``iter_stripe_events``)."""
+        return self.run(_calls.list_stripe_events(status=status, after=after, limit=limit))
+
+    def iter_stripe_events(
+        self,
+        *,
+        status: Optional[str] = None,
+        after: Optional[str] = None,
+        page_size: Optional[int] = None,
+    ) -> Iterator[StripeEvent]:
+        """Every Stripe event matching ``status``, page after page."""
+        cursor = after
+        while True:
+            page = self.list_stripe_events(status=status, after=cursor, limit=page_size)
+            yield from page.events
+            if page.next_after is None:
+                return
+            cursor = page.next_after
+
+    def reapply_stripe_event(self, event_id: str) -> StripeEvent:
+        """``POST /v1/integrations/stripe/events/{event_id}/reapply`` (scope
+        ``post``): maps the recorded event again with the current settings
+        and decides its operations (for an ``unmapped`` event once its
+        mapping is fixed); the event as recorded now. Idempotent: the
+        entries are keyed by Stripe's ids. ``NotFound`` for an unknown
+        event, ``InvalidRequest`` when no integration is configured."""
+        return self.run(_calls.reapply_stripe_event(event_id))
 
     # --- operations -------------------------------------------------------------------
 

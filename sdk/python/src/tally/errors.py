@@ -26,6 +26,7 @@ __all__ = [
     "IntentInProgress",
     "Internal",
     "InvalidRequest",
+    "InvalidSignature",
     "LeaseLost",
     "MalformedJson",
     "MethodNotAllowed",
@@ -106,6 +107,15 @@ class MalformedJson(TallyError):
     """400: the body is not JSON (or not ``application/json``)."""
 
     code_name = "malformed_json"
+
+
+class InvalidSignature(TallyError):
+    """400: a Stripe delivery (``POST /v1/ingest/stripe/…``) whose
+    ``Stripe-Signature`` is missing, malformed, stale or made with no
+    configured secret; nothing was written. Only Stripe calls that
+    endpoint: no method of this client gets it."""
+
+    code_name = "invalid_signature"
 
 
 class Unauthenticated(TallyError):
@@ -374,6 +384,7 @@ class RetriesExhausted(TallyError):
 
 _PROBLEM_CLASSES: List[Type[TallyError]] = [
     MalformedJson,
+    InvalidSignature,
     Unauthenticated,
     Forbidden,
     NotFound,

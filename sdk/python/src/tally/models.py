@@ -51,6 +51,9 @@ __all__ = [
     "Rejection",
     "Signature",
     "Statement",
+    "StripeEvent",
+    "StripeEventPage",
+    "StripeIntegration",
     "Usage",
     "UsagePeriod",
     "VerificationProblem",
@@ -1028,4 +1031,80 @@ class WebhookReplay:
             from_seq=j.integer(o, "from_seq"),
             to_seq=j.integer(o, "to_seq"),
             next_from_seq=j.opt_integer(o, "next_from_seq"),
+        )
+
+
+@dataclass(frozen=True)
+class StripeIntegration:
+    """A tenant's Stripe integration (scope ``admin``), without its
+    secrets: the server never answers them. ``endpoint_path`` is the path
+    to give Stripe (after the server's origin); it stays the same when the
+    settings are replaced."""
+
+    endpoint_path: str
+    account_metadata_key: str
+    signing_secrets_count: int
+    created_at: str
+    updated_at: str
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, value: Any) -> StripeIntegration:
+        o = j.obj(value, "Stripe integration")
+        return cls(
+            endpoint_path=j.string(o, "endpoint_path"),
+            account_metadata_key=j.string(o, "account_metadata_key"),
+            signing_secrets_count=j.integer(o, "signing_secrets_count"),
+            created_at=j.string(o, "created_at"),
+            updated_at=j.string(o, "updated_at"),
+            raw=o,
+        )
+
+
+@dataclass(frozen=True)
+class StripeEvent:
+    """A Stripe event as recorded: ``status`` is ``applied`` (its entries
+    were decided), ``ignored`` (a type tally does not map) or ``unmapped``
+    (``reason`` says why; a refund that came before its payment names the
+    payment in ``waiting_for`` and is applied when it arrives). ``type`` is
+    Stripe's event type, e.g. ``payment_intent.succeeded``."""
+
+    event_id: str
+    type: str
+    status: str
+    reason: Optional[str]
+    waiting_for: Optional[str]
+    received_at: str
+    updated_at: str
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, value: Any) -> StripeEvent:
+        o = j.obj(value, "Stripe event")
+        return cls(
+            event_id=j.string(o, "event_id"),
+            type=j.string(o, "type"),
+            status=j.string(o, "status"),
+            reason=j.opt_string(o, "reason"),
+            waiting_for=j.opt_string(o, "waiting_for"),
+            received_at=j.string(o, "received_at"),
+            updated_at=j.string(o, "updated_at"),
+            raw=o,
+        )
+
+
+@dataclass(frozen=True)
+class StripeEventPage:
+    """One page of ``GET /v1/integrations/stripe/events`` in ``event_id``
+    order; pass ``next_after`` as ``after`` until it is ``None``."""
+
+    events: List[StripeEvent]
+    next_after: Optional[str]
+
+    @classmethod
+    def from_json(cls, value: Any) -> StripeEventPage:
+        o = j.obj(value, "Stripe event page")
+        return cls(
+            events=[StripeEvent.from_json(e) for e in j.objects(o, "events")],
+            next_after=j.opt_string(o, "next_after"),
         )

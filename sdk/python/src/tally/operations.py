@@ -44,6 +44,11 @@ OPERATIONS: Dict[Tuple[str, str], str] = {
     ("GET", "/v1/webhook-endpoints/{id}/deliveries"): "list_webhook_deliveries",
     ("POST", "/v1/webhook-deliveries/{id}/retry"): "retry_webhook_delivery",
     ("POST", "/v1/webhook-endpoints/{id}/replay"): "replay_webhook_events",
+    ("PUT", "/v1/integrations/stripe"): "put_stripe_integration",
+    ("GET", "/v1/integrations/stripe"): "get_stripe_integration",
+    ("DELETE", "/v1/integrations/stripe"): "delete_stripe_integration",
+    ("GET", "/v1/integrations/stripe/events"): "list_stripe_events",
+    ("POST", "/v1/integrations/stripe/events/{event_id}/reapply"): "reapply_stripe_event",
     ("GET", "/v1/audit/export"): "get_audit_export",
     ("GET", "/v1/audit/head"): "get_audit_head",
     ("POST", "/v1/audit/verify"): "post_audit_verify",
@@ -53,4 +58,6 @@ OPERATIONS: Dict[Tuple[str, str], str] = {
     ("GET", "/openapi.json"): "get_openapi",
 }
 """(HTTP method, path template) → the method of ``Client`` and ``AsyncClient``.
-Not covered: ``GET /docs`` and its assets (Swagger UI, for browsers)."""
+Not covered: ``GET /docs`` and its assets (Swagger UI, for browsers), and
+``POST /v1/ingest/stripe/{endpoint_id}``, which Stripe calls (signed with
+``Stripe-Signature``, no API key)."""

@@ -694,6 +694,7 @@ export interface Problem {
  * | status | code | when |
  * | --- | --- | --- |
  * | 400 | `malformed_json` | body is not JSON / wrong content type |
+ * | 400 | `invalid_signature` | a Stripe delivery whose `Stripe-Signature` is missing, malformed, older than 300 s or made with no configured secret; nothing written |
  * | 401 | `unauthenticated` | no or unknown key |
  * | 403 | `forbidden` | key lacks the scope |
  * | 404 | `not_found` | unknown id, another tenant's object, a referenced hold/payment/entry that does not exist (`field` names it), or no such route |
@@ -715,7 +716,7 @@ export interface Problem {
  * | 500 | `internal` | a bug; nothing to retry |
  * | 503 | `unavailable` | database unreachable, server saturated or shutting down, request timed out; `Retry-After`; always retryable |
  */
-export type ProblemCode = "malformed_json" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "idempotency_conflict" | "payload_too_large" | "unsupported_media_type" | "invalid_request" | "unit_mismatch" | "insufficient_funds" | "hold_not_open" | "hold_expired" | "refund_exceeds_payment" | "already_reversed" | "total_out_of_range" | "rate_limited" | "internal" | "unavailable" | "intent_in_progress" | "lease_lost";
+export type ProblemCode = "malformed_json" | "invalid_signature" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "idempotency_conflict" | "payload_too_large" | "unsupported_media_type" | "invalid_request" | "unit_mismatch" | "insufficient_funds" | "hold_not_open" | "hold_expired" | "refund_exceeds_payment" | "already_reversed" | "total_out_of_range" | "rate_limited" | "internal" | "unavailable" | "intent_in_progress" | "lease_lost";
 
 /** `POST /v1/refunds`: give (part of) a payment back. */
 export interface RefundRequest {
@@ -799,6 +800,91 @@ export interface Statement {
    * (0 if none): the statement's closing balance is the balance as of it.
    */
   as_of_seq: number;
+}
+
+/**
+ * The answer to a delivery: what the event came to, the same for every
+ * redelivery (`Idempotent-Replayed: true` then).
+ */
+export interface StripeDelivery {
+  event_id: string;
+  type: string;
+  status: StripeEventStatus;
+  /** Why it is unmapped. */
+  reason?: string;
+  /** Each operation's answer, as `POST /v1/batch` gives it. */
+  results: BatchItem[];
+}
+
+/** A Stripe event as recorded. */
+export interface StripeEvent {
+  event_id: string;
+  type: string;
+  status: StripeEventStatus;
+  /** Why it is unmapped. */
+  reason?: string | null;
+  /** The payment (`pi_…`) an unmapped refund waits for. */
+  waiting_for?: string | null;
+  received_at: string;
+  updated_at: string;
+}
+
+/** A page of Stripe events in `event_id` order. */
+export interface StripeEventPage {
+  events: StripeEvent[];
+  /** Pass as `after` for the next page; null on the last. */
+  next_after?: string | null;
+}
+
+/**
+ * A Stripe event as Stripe sends it to `POST /v1/ingest/stripe/{endpoint_id}`
+ * (Stripe's "Event object"; other members are kept and ignored). The raw
+ * bytes are what `Stripe-Signature` signs, so the body is read as bytes.
+ */
+export interface StripeEventRequest {
+  /** The event's id (`evt_…`): a redelivery carries the same one. */
+  id: string;
+  /**
+   * `payment_intent.succeeded` and `charge.refunded` are mapped; others
+   * are acknowledged as `ignored`.
+   */
+  type: string;
+  /** `{"object": …}`: the PaymentIntent or the Charge. */
+  data: {
+    [key: string]: unknown;
+  };
+}
+
+/** What became of a Stripe event. */
+export type StripeEventStatus = "applied" | "ignored" | "unmapped";
+
+/** A tenant's Stripe integration. The signing secrets are write-only. */
+export interface StripeIntegration {
+  /**
+   * The path to give Stripe as the webhook endpoint's URL (after this
+   * server's origin): an unguessable id, not the tenant's name.
+   */
+  endpoint_path: string;
+  account_metadata_key: string;
+  /** How many signing secrets are configured (they are never shown). */
+  signing_secrets_count: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/** `PUT /v1/integrations/stripe` (scope `admin`). */
+export interface StripeIntegrationRequest {
+  /**
+   * The endpoint's signing secrets from Stripe's dashboard (`whsec_…`),
+   * 1 to 5 while they rotate: a delivery signed by any one is accepted.
+   * Write-only: never shown again, never logged.
+   */
+  signing_secrets: string[];
+  /**
+   * The PaymentIntent metadata key whose value is the ledger account
+   * (1–40 bytes, Stripe's limit for a key).
+   */
+  account_metadata_key: string;
 }
 
 /** The body of `GET /v1/accounts/{account}/usage`. */
@@ -1065,6 +1151,13 @@ export interface Schemas {
   ReversalRequest: ReversalRequest;
   Signature: Signature;
   Statement: Statement;
+  StripeDelivery: StripeDelivery;
+  StripeEvent: StripeEvent;
+  StripeEventPage: StripeEventPage;
+  StripeEventRequest: StripeEventRequest;
+  StripeEventStatus: StripeEventStatus;
+  StripeIntegration: StripeIntegration;
+  StripeIntegrationRequest: StripeIntegrationRequest;
   Usage: Usage;
   UsageDebitRequest: UsageDebitRequest;
   UsagePeriod: UsagePeriod;
@@ -1084,7 +1177,7 @@ export interface Schemas {
 }
 
 /** Every problem `code` the server documents. */
-export const PROBLEM_CODES = ["malformed_json","unauthenticated","forbidden","not_found","method_not_allowed","idempotency_conflict","payload_too_large","unsupported_media_type","invalid_request","unit_mismatch","insufficient_funds","hold_not_open","hold_expired","refund_exceeds_payment","already_reversed","total_out_of_range","rate_limited","internal","unavailable","intent_in_progress","lease_lost"] as const;
+export const PROBLEM_CODES = ["malformed_json","invalid_signature","unauthenticated","forbidden","not_found","method_not_allowed","idempotency_conflict","payload_too_large","unsupported_media_type","invalid_request","unit_mismatch","insufficient_funds","hold_not_open","hold_expired","refund_exceeds_payment","already_reversed","total_out_of_range","rate_limited","internal","unavailable","intent_in_progress","lease_lost"] as const;
 
 /** Property names that carry a decimal string somewhere in the document: never sent as JS numbers. */
 export const DECIMAL_FIELD_NAMES = ["amount","available","balance_after","credits","debits","held","limit","low_balance","net","posted","quantity"] as const;
@@ -1184,6 +1277,16 @@ export interface ListEntriesQuery {
    * `payment_id`, …; one per kind at most).
    */
   upstream_id?: string;
+}
+
+/** The query parameters of `listStripeEvents` (GET /v1/integrations/stripe/events). */
+export interface ListStripeEventsQuery {
+  /** Only events with this status. */
+  status?: StripeEventStatus;
+  /** Events after this `event_id` (pass the previous page's `next_after`). */
+  after?: string;
+  /** Page size, 1–1,000; default 100. */
+  limit?: number;
 }
 
 /** The query parameters of `listIntents` (GET /v1/intents). */
@@ -1465,6 +1568,66 @@ export const OPERATIONS = {
     scopes: ["post"],
     requestBody: "ReleaseRequest",
     responses: {"200":{"contentTypes":["application/json"],"schema":"Entry"},"201":{"contentTypes":["application/json"],"schema":"Entry"}},
+  },
+  /** Receive a Stripe event (called by Stripe) */
+  receiveStripeEvent: {
+    method: "POST",
+    path: "/v1/ingest/stripe/{endpoint_id}",
+    pathParams: ["endpoint_id"],
+    queryParams: [],
+    scopes: [],
+    requestBody: "StripeEventRequest",
+    responses: {"200":{"contentTypes":["application/json"],"schema":"StripeDelivery"}},
+  },
+  /** Read the Stripe integration */
+  getStripeIntegration: {
+    method: "GET",
+    path: "/v1/integrations/stripe",
+    pathParams: [],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"StripeIntegration"}},
+  },
+  /** Configure the Stripe integration */
+  putStripeIntegration: {
+    method: "PUT",
+    path: "/v1/integrations/stripe",
+    pathParams: [],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: "StripeIntegrationRequest",
+    responses: {"200":{"contentTypes":["application/json"],"schema":"StripeIntegration"}},
+  },
+  /** Remove the Stripe integration */
+  deleteStripeIntegration: {
+    method: "DELETE",
+    path: "/v1/integrations/stripe",
+    pathParams: [],
+    queryParams: [],
+    scopes: ["admin"],
+    requestBody: null,
+    responses: {"204":{"contentTypes":[],"schema":null}},
+  },
+  /** List Stripe events */
+  listStripeEvents: {
+    method: "GET",
+    path: "/v1/integrations/stripe/events",
+    pathParams: [],
+    queryParams: ["status","after","limit"],
+    scopes: ["read"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"StripeEventPage"}},
+  },
+  /** Apply a Stripe event again */
+  reapplyStripeEvent: {
+    method: "POST",
+    path: "/v1/integrations/stripe/events/{event_id}/reapply",
+    pathParams: ["event_id"],
+    queryParams: [],
+    scopes: ["post"],
+    requestBody: null,
+    responses: {"200":{"contentTypes":["application/json"],"schema":"StripeEvent"}},
   },
   /** List intents */
   listIntents: {

@@ -9,6 +9,7 @@ import type {
   Entry,
   IntentError,
   IntentOutcome,
+  ListStripeEventsQuery,
   OPERATIONS,
   Schemas,
   StepLease,
@@ -39,6 +40,7 @@ assertType<Equals<readonly BatchOperation[], Parameters<TallyClient["postBatch"]
 assertType<Equals<Parameters<TallyClient["postWebhookEndpoint"]>[0], RequestOf<"postWebhookEndpoint">>>();
 assertType<Equals<Parameters<TallyClient["patchWebhookEndpoint"]>[1], RequestOf<"patchWebhookEndpoint">>>();
 assertType<Equals<Parameters<TallyClient["replayWebhookEvents"]>[1], RequestOf<"replayWebhookEvents">>>();
+assertType<Equals<Parameters<TallyClient["putStripeIntegration"]>[0], RequestOf<"putStripeIntegration">>>();
 assertType<Equals<RequestOf<"postBatch">, Schemas["BatchRequest"]>>();
 
 // Answers are the document's response schemas.
@@ -64,6 +66,14 @@ assertType<Equals<Awaited<ReturnType<TallyClient["postWebhookEndpoint"]>>, Schem
 assertType<Equals<Awaited<ReturnType<TallyClient["retryWebhookDelivery"]>>, Schemas["WebhookDelivery"]>>();
 assertType<Equals<Awaited<ReturnType<TallyClient["replayWebhookEvents"]>>, Schemas["WebhookReplay"]>>();
 assertType<Equals<Awaited<ReturnType<TallyClient["deleteWebhookEndpoint"]>>, void>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["putStripeIntegration"]>>, OkOf<"putStripeIntegration">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["getStripeIntegration"]>>, OkOf<"getStripeIntegration">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["listStripeEvents"]>>, OkOf<"listStripeEvents">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["reapplyStripeEvent"]>>, OkOf<"reapplyStripeEvent">>>();
+assertType<Equals<Awaited<ReturnType<TallyClient["deleteStripeIntegration"]>>, void>>();
+assertType<Equals<Parameters<TallyClient["listStripeEvents"]>[0], ListStripeEventsQuery | undefined>>();
+// Stripe's own delivery endpoint is not a client method.
+assertType<Equals<"receiveStripeEvent" extends keyof TallyClient ? true : false, false>>();
 
 // Intents: the document's request schemas (the members the server
 // defaults are optional there too); a fail's error exactly {code, message}.
@@ -111,6 +121,10 @@ export async function compileOnly(): Promise<void> {
   await client.postWebhookEndpoint({ url: "https://hooks.example.com/x", event_types: ["entry.created"] });
   // @ts-expect-error a statement needs its period
   await client.getStatement("cust", {});
+  // @ts-expect-error the Stripe settings need their metadata key
+  await client.putStripeIntegration({ signing_secrets: ["whsec_x"] });
+  // @ts-expect-error events are filtered by a documented status only
+  await client.listStripeEvents({ status: "failed" });
 
   // @ts-expect-error a claim needs its intent_id: a retry must name the same intent
   await client.claimIntent({ action: "invoice.charge", params: {} });

@@ -1,5 +1,5 @@
 //! A tenant's group in a round shared with other tenants
-//! ([`SharedCommit`]): decided under its head lock on the round's
+//! ([`RoundCommitter`]): decided under its head lock on the round's
 //! transaction, or written there once decided ahead. The writer sees the
 //! same [`DecidedWrite`] as from a transaction of its own; only the commit
 //! is shared.
@@ -9,8 +9,10 @@ use tokio::sync::oneshot;
 use crate::decide::Decision;
 use crate::names::is_system_account;
 use crate::request::EntryRequest;
-use crate::state::StateKey;
-use crate::store::{Fence, GroupWrite, ReadAhead, RoundWork, SharedCommit};
+use crate::rule_state::StateKey;
+use crate::store::{Fence, GroupWrite, ReadAhead};
+
+use super::committer::{RoundCommitter, RoundWork};
 use crate::LedgerError;
 
 use super::memory::WriterMemory;
@@ -30,33 +32,33 @@ fn committer_stopped() -> LedgerError {
     LedgerError::Unavailable("the committer stopped before the group ran".to_owned())
 }
 
-/// Like `Storage::decide_group`, in the next shared round: the group is
+/// Like [`super::decide_group`], in the next commit round: the group is
 /// decided under its head lock on the round's transaction and its rows are
 /// written there; the returned write resolves when the round commits. The
 /// memory is lent to the round and handed back with the decisions.
 pub(crate) async fn decide_in_round(
-    commits: &SharedCommit,
+    commits: &RoundCommitter,
     tenant: &str,
-    intents: &[&EntryRequest],
+    requests: &[&EntryRequest],
     absent: &[bool],
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<DecidedWrite, LedgerError> {
     // Owned copies: the round runs on the committer's task. A copy costs
-    // about a microsecond an intent, against the fsync it shares.
-    let owned: Vec<EntryRequest> = intents.iter().map(|i| (*i).clone()).collect();
+    // about a microsecond a request, against the fsync it shares.
+    let owned: Vec<EntryRequest> = requests.iter().map(|i| (*i).clone()).collect();
     let absent = absent.to_vec();
     let lent = std::mem::replace(memory, memory.empty_like());
     let (hand, handed) = oneshot::channel::<Handed>();
     let owner = tenant.to_owned();
-    let reads = read_ahead(tenant, intents, &lent);
+    let reads = read_ahead(tenant, requests, &lent);
     let work: RoundWork = Box::new(move |mut tx| {
         Box::pin(async move {
             let mut memory = lent;
             let refs: Vec<&EntryRequest> = owned.iter().collect();
             let group = Group {
                 tenant: &owner,
-                intents: &refs,
+                requests: &refs,
                 absent: &absent,
             };
             let mut finals = Vec::new();
@@ -77,7 +79,7 @@ pub(crate) async fn decide_in_round(
             Ok(decided.write)
         })
     });
-    let committed = commits.submit(tenant, intents.len(), Some(reads), work);
+    let committed = commits.submit(tenant, requests.len(), Some(reads), work);
     match handed.await {
         Ok((returned, decided)) => {
             *memory = returned;
@@ -103,25 +105,21 @@ pub(crate) async fn decide_in_round(
     }
 }
 
-/// Like `Storage::commit_group_with`, in the next shared round: decided
+/// Like [`super::commit_group_with`], in the next commit round: decided
 /// there ([`decide_in_round`]) and committed with it. `memory` is
 /// forgotten if the write fails (its commit may have happened or not).
 pub(crate) async fn commit_in_round(
-    commits: &SharedCommit,
+    commits: &RoundCommitter,
     tenant: &str,
-    intents: &[&EntryRequest],
+    requests: &[&EntryRequest],
     absent: &[bool],
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
-    let DecidedWrite {
-        decisions, write, ..
-    } = decide_in_round(commits, tenant, intents, absent, final_now, memory).await?;
-    if let Err(e) = write.await {
-        memory.forget();
-        return Err(e);
-    }
-    Ok(decisions)
+    decide_in_round(commits, tenant, requests, absent, final_now, memory)
+        .await?
+        .committed(memory)
+        .await
 }
 
 /// The write of a group decided ahead, in the round that is next when the
@@ -130,9 +128,9 @@ pub(crate) async fn commit_in_round(
 /// head: its refusals were decided on the state at `start`, so it is
 /// written as a head moved from `start` to where it is.
 pub(crate) fn write_ahead_in_round(
-    commits: SharedCommit,
+    commits: RoundCommitter,
     tenant: String,
-    intents: usize,
+    requests: usize,
     start: Fence,
     write: Option<GroupWrite>,
 ) -> PendingWrite {
@@ -146,17 +144,17 @@ pub(crate) fn write_ahead_in_round(
             head: start.head,
         });
         commits
-            .submit_write(intents, write)
+            .submit_write(requests, write)
             .await
             .unwrap_or_else(|_| Err(committer_stopped()))
     })
 }
 
-/// What a group of `intents` will read that `memory` does not hold: the
-/// balances and settings of the accounts its intents name (those of holds,
+/// What a group of `requests` will read that `memory` does not hold: the
+/// balances and settings of the accounts its requests name (those of holds,
 /// refunds and reversals are found only while deciding, and read then).
-fn read_ahead(tenant: &str, intents: &[&EntryRequest], memory: &WriterMemory) -> ReadAhead {
-    let mut accounts: Vec<String> = intents
+fn read_ahead(tenant: &str, requests: &[&EntryRequest], memory: &WriterMemory) -> ReadAhead {
+    let mut accounts: Vec<String> = requests
         .iter()
         .flat_map(|i| i.named_accounts())
         .filter(|a| memory.balances_of(a).is_none())
@@ -164,7 +162,7 @@ fn read_ahead(tenant: &str, intents: &[&EntryRequest], memory: &WriterMemory) ->
         .collect();
     accounts.sort_unstable();
     accounts.dedup();
-    let mut records: Vec<StateKey> = intents
+    let mut records: Vec<StateKey> = requests
         .iter()
         .flat_map(|i| i.named_accounts())
         .filter(|a| !is_system_account(a))

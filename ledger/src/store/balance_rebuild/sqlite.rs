@@ -4,16 +4,16 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
+use crate::balance::{BalanceProjection, PostingSums, Side};
+use crate::fold::LogFold;
+use crate::store::hold_rows_sql;
+use crate::wide::WideDecimal;
+use crate::LedgerError;
 use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqlitePool};
-use tally_ledger::balance::{BalanceProjection, PostingSums, Side};
-use tally_ledger::fold::LogFold;
-use tally_ledger::store::hold_rows_sql;
-use tally_ledger::wide::WideDecimal;
-use tally_ledger::LedgerError;
 
-use crate::packed::for_each_packed;
-use crate::parts::{join_folds, merge_postings, rebuild_ranges};
+use crate::fold_parts::{join_folds, merge_postings, rebuild_ranges};
+use crate::store::for_each_packed;
 
 /// SQLite allows 32,766 bound parameters per statement; stay well below.
 const ROWS_PER_DELETE: usize = 500;
@@ -28,7 +28,7 @@ static REBUILD_WINDOW_SQL: LazyLock<String> = LazyLock::new(|| {
         "SELECT json_group_array(json_array(debit_account, credit_account, unit, amount)) \
          FROM entries WHERE tenant_id = ? AND seq > ? AND seq <= ? AND status = 'posted' \
          AND kind NOT IN {}",
-        tally_ledger::fold::NON_MONEY_KINDS_SQL
+        crate::fold::NON_MONEY_KINDS_SQL
     )
 });
 

@@ -11,6 +11,7 @@ use super::{Entry, FieldError};
 /// | status | code | when |
 /// | --- | --- | --- |
 /// | 400 | `malformed_json` | body is not JSON / wrong content type |
+/// | 400 | `invalid_signature` | a Stripe delivery whose `Stripe-Signature` is missing, malformed, older than 300 s or made with no configured secret; nothing written |
 /// | 401 | `unauthenticated` | no or unknown key |
 /// | 403 | `forbidden` | key lacks the scope |
 /// | 404 | `not_found` | unknown id, another tenant's object, a referenced hold/payment/entry that does not exist (`field` names it), or no such route |
@@ -35,6 +36,8 @@ use super::{Entry, FieldError};
 #[serde(rename_all = "snake_case")]
 pub enum ProblemCode {
     MalformedJson,
+    /// A Stripe delivery's `Stripe-Signature` does not hold.
+    InvalidSignature,
     Unauthenticated,
     Forbidden,
     NotFound,
@@ -65,7 +68,7 @@ pub enum ProblemCode {
 #[derive(Serialize, ToSchema)]
 #[schema(example = json!({
     "type": "/problems/idempotency_conflict", "title": "Idempotency conflict", "status": 409,
-    "detail": "this upstream ID already names entry ent_0193a8d2c4f07b3e9a51c2d4e6f80a1b with other parameters (amount); a new intent needs a new ID",
+    "detail": "this upstream ID already names entry ent_0193a8d2c4f07b3e9a51c2d4e6f80a1b with other parameters (amount); a new request needs a new ID",
     "code": "idempotency_conflict", "entry_id": "ent_0193a8d2c4f07b3e9a51c2d4e6f80a1b",
     "differing_fields": ["amount"]
 }))]

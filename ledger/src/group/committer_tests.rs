@@ -62,7 +62,7 @@ async fn debits(storage: &Storage, tenant: &str) -> Option<crate::wide::WideDeci
 async fn a_failing_piece_leaves_nothing_and_the_rest_of_its_round_commits() {
     for db in TestDb::every_engine_and_routed(4).await {
         let stats = Arc::new(RoundStats::default());
-        let commits = SharedCommit::start(db.storage.clone(), 2, stats.clone());
+        let commits = RoundCommitter::start(db.storage.clone(), 2, stats.clone());
         // Queued before the committer first runs (one thread): one round.
         let a = commits.submit("a", 1, None, set_balance("a", 5, Ends::Writes));
         let b = commits.submit("b", 1, None, set_balance("b", 7, Ends::WritesOnAMovedHead));
@@ -146,7 +146,7 @@ async fn a_head_moved_by_another_process_refuses_only_its_tenant_in_the_round() 
         let engine = db.engine();
         for with_a_group_to_decide in [false, true] {
             let stats = Arc::new(RoundStats::default());
-            let commits = SharedCommit::start(db.storage.clone(), 2, stats.clone());
+            let commits = RoundCommitter::start(db.storage.clone(), 2, stats.clone());
             let tenants: Vec<String> = (0..5)
                 .map(|t| format!("moved-{with_a_group_to_decide}-{t}"))
                 .collect();
@@ -209,7 +209,7 @@ async fn a_round_holds_at_most_one_piece_of_a_tenant() {
         let (committed, _outcome) = oneshot::channel();
         Piece {
             tenant: tenant.to_owned(),
-            intents: 1,
+            requests: 1,
             work: Work::Write(balance_write(tenant, debits, Fence::EMPTY)),
             committed,
         }

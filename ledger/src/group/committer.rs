@@ -3,8 +3,8 @@
 //! the only way a group commits.
 //!
 //! A tenant's writer already gathers its own requests into groups; with many
-//! tenants each posting now and then, every group held one intent and paid a
-//! transaction and an fsync of its own (SQLite: 1.0 intent a group over 300
+//! tenants each posting now and then, every group held one request and paid a
+//! transaction and an fsync of its own (SQLite: 1.0 request a group over 300
 //! tenants against 30 at one tenant). A committer takes every piece of work
 //! waiting when it is free, decides the groups that need reading on one
 //! transaction, writes the rows of all together (one statement per table)
@@ -30,11 +30,10 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, Mutex};
 
-use super::engine_group::EngineGroup;
-use super::piece_tx::PieceTx;
-use super::read_ahead::{ReadAhead, ReadAheadRows};
-use super::storage::Storage;
-use super::transaction::{head_moved, GroupTransaction, GroupWrite};
+use crate::store::{
+    head_moved, EngineGroup, GroupTransaction, GroupWrite, PieceTx, ReadAhead, ReadAheadRows,
+    Storage,
+};
 use crate::LedgerError;
 
 /// One tenant's part of a round: its reads on the round's transaction
@@ -54,15 +53,15 @@ pub(crate) type RoundWork = Box<
 /// without bound would make the tenants in the next one wait as long.
 pub const MAX_ROUND_WORK: usize = 256;
 
-/// Most intents in one round, summed over its pieces of work.
-pub const MAX_ROUND_INTENTS: usize = 2_000;
+/// Most requests in one round, summed over its pieces of work.
+pub const MAX_ROUND_REQUESTS: usize = 2_000;
 
 /// The outcome of a piece of work: whether what it wrote is committed.
 pub(crate) type Committed = oneshot::Receiver<Result<(), LedgerError>>;
 
 struct Piece {
     tenant: String,
-    intents: usize,
+    requests: usize,
     work: Work,
     committed: Answer,
 }
@@ -82,7 +81,7 @@ enum Work {
 
 /// Hands work to the committers; cloned by every tenant's writer.
 #[derive(Clone)]
-pub struct SharedCommit {
+pub struct RoundCommitter {
     queue: mpsc::UnboundedSender<Piece>,
 }
 
@@ -96,7 +95,7 @@ pub struct RoundStats {
     pub pieces_failed: std::sync::atomic::AtomicU64,
 }
 
-impl SharedCommit {
+impl RoundCommitter {
     /// Starts `committers` tasks (at least one), each running one round at
     /// a time (SQLite has one write connection: one committer).
     pub fn start(storage: Storage, committers: usize, stats: Arc<RoundStats>) -> Self {
@@ -119,32 +118,32 @@ impl SharedCommit {
         Self { queue }
     }
 
-    /// Queues `work` of `tenant` (`intents` of them, reading what `reads`
+    /// Queues `work` of `tenant` (`requests` of them, reading what `reads`
     /// says, if it knows) for the next round;
     /// the receiver says whether it committed. Dropped unanswered only if
     /// the committers stopped: then nothing of it committed.
     pub(crate) fn submit(
         &self,
         tenant: &str,
-        intents: usize,
+        requests: usize,
         reads: Option<ReadAhead>,
         work: RoundWork,
     ) -> Committed {
-        self.send(tenant, intents, Work::Decide { reads, work })
+        self.send(tenant, requests, Work::Decide { reads, work })
     }
 
-    /// Queues the rows of a group of `intents` decided ahead for the next
+    /// Queues the rows of a group of `requests` decided ahead for the next
     /// round: written only if its tenant's head is still at `write.start`.
-    pub(crate) fn submit_write(&self, intents: usize, write: GroupWrite) -> Committed {
+    pub(crate) fn submit_write(&self, requests: usize, write: GroupWrite) -> Committed {
         let tenant = write.tenant.clone();
-        self.send(&tenant, intents, Work::Write(write))
+        self.send(&tenant, requests, Work::Write(write))
     }
 
-    fn send(&self, tenant: &str, intents: usize, work: Work) -> Committed {
+    fn send(&self, tenant: &str, requests: usize, work: Work) -> Committed {
         let (committed, outcome) = oneshot::channel();
         let piece = Piece {
             tenant: tenant.to_owned(),
-            intents,
+            requests,
             work,
             committed,
         };
@@ -166,8 +165,8 @@ struct Queue {
 }
 
 impl Queue {
-    /// The next round: at most `most` pieces and [`MAX_ROUND_INTENTS`]
-    /// intents, and at most one piece of a tenant. A tenant's writer can
+    /// The next round: at most `most` pieces and [`MAX_ROUND_REQUESTS`]
+    /// requests, and at most one piece of a tenant. A tenant's writer can
     /// have two pieces waiting at once (the rows of a group decided ahead,
     /// and the retry of the group under it that failed); in one round they
     /// would share the tenant's head and its rows read ahead, which are
@@ -179,12 +178,12 @@ impl Queue {
         // Tenants with a piece in this round or one still held: a piece of
         // theirs that comes now waits behind it.
         let mut tenants: HashSet<String> = HashSet::new();
-        let mut intents = 0;
+        let mut requests = 0;
         let mut still_held = VecDeque::with_capacity(self.held.len());
         while let Some(piece) = self.held.pop_front() {
-            let room = round.len() < most && intents < MAX_ROUND_INTENTS;
+            let room = round.len() < most && requests < MAX_ROUND_REQUESTS;
             if tenants.insert(piece.tenant.clone()) && room {
-                intents += piece.intents;
+                requests += piece.requests;
                 round.push(piece);
             } else {
                 still_held.push_back(piece);
@@ -194,15 +193,15 @@ impl Queue {
         if round.is_empty() {
             let first = self.receiver.recv().await?;
             tenants.insert(first.tenant.clone());
-            intents += first.intents;
+            requests += first.requests;
             round.push(first);
         }
-        while round.len() < most && intents < MAX_ROUND_INTENTS {
+        while round.len() < most && requests < MAX_ROUND_REQUESTS {
             let Ok(piece) = self.receiver.try_recv() else {
                 break;
             };
             if tenants.insert(piece.tenant.clone()) {
-                intents += piece.intents;
+                requests += piece.requests;
                 round.push(piece);
             } else {
                 self.held.push_back(piece);
@@ -498,5 +497,5 @@ fn fail_all(pieces: impl Iterator<Item = Answer>, e: &LedgerError) {
 }
 
 #[cfg(test)]
-#[path = "shared_commit_tests.rs"]
+#[path = "committer_tests.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-//! The groups of many tenants committed together in shared rounds.
+//! The groups of many tenants committed together in commit rounds.
 
 use super::*;
 
@@ -23,8 +23,8 @@ async fn tenants_posting_at_once_share_commits_and_keep_their_own_chains() {
                     for n in 0..per_tenant {
                         // Accounts new to the writer's memory keep the round reading.
                         let account = format!("cust{}", n as usize % 4 + t % 3);
-                        let intent = debit_of(&format!("{tenant}-{n}"), &account);
-                        let d = writers.decide(&tenant, intent).await.unwrap();
+                        let request = debit_of(&format!("{tenant}-{n}"), &account);
+                        let d = writers.decide(&tenant, request).await.unwrap();
                         assert!(matches!(d, Decision::Created(_)), "{d:?}");
                     }
                 }));
@@ -82,15 +82,14 @@ async fn a_key_taken_by_another_process_refuses_only_its_tenant_in_the_round() {
     use crate::group::decide_in_round;
     for db in TestDb::every_engine_and_routed(4).await {
         let engine = db.engine();
-        let stats = Arc::new(crate::store::RoundStats::default());
-        let commits = SharedCommit::start(db.storage.clone(), 1, stats.clone());
+        let stats = Arc::new(crate::group::RoundStats::default());
+        let commits = RoundCommitter::start(db.storage.clone(), 1, stats.clone());
         let tenants = ["k0", "k1", "k2", "k3", "k4"];
         // Another process: a group of its own on the same database.
-        db.storage
-            .commit_group("k2", &[&debit("taken", "1")])
+        crate::group::commit_group(&db.storage, "k2", &[&debit("taken", "1")])
             .await
             .unwrap();
-        let intents: Vec<EntryRequest> = tenants
+        let requests: Vec<EntryRequest> = tenants
             .iter()
             .map(|t| match *t {
                 "k2" => debit("taken", "1"),
@@ -100,11 +99,11 @@ async fn a_key_taken_by_another_process_refuses_only_its_tenant_in_the_round() {
         let mut memories: Vec<WriterMemory> =
             tenants.iter().map(|_| WriterMemory::default()).collect();
         let mut runs = Vec::new();
-        for ((tenant, intent), memory) in tenants.iter().zip(&intents).zip(memories.iter_mut()) {
+        for ((tenant, request), memory) in tenants.iter().zip(&requests).zip(memories.iter_mut()) {
             let commits = &commits;
             runs.push(async move {
                 let decided =
-                    decide_in_round(commits, tenant, &[intent], &[true], &mut |_, _| {}, memory)
+                    decide_in_round(commits, tenant, &[request], &[true], &mut |_, _| {}, memory)
                         .await?;
                 decided.write.await
             });

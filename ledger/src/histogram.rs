@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A histogram of non-negative integer observations (intents, microseconds)
+/// A histogram of non-negative integer observations (requests, microseconds)
 /// over fixed upper bounds, updated with relaxed atomics: observing never
 /// blocks and never allocates.
 #[derive(Debug)]

@@ -7,11 +7,12 @@ use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
-use crate::state::StateKey;
+use crate::rule_state::StateKey;
 use crate::store::rows::decode_balance;
 use crate::store::rules::RulesRebuilt;
-use crate::store::shared::engine_group;
-use crate::store::transaction::Fence;
+use crate::store::shared::group_tx::{create_head, read_fence};
+use crate::store::transaction::head_moved;
+use crate::store::transaction::{Fence, GroupTransaction, GroupWrite};
 use crate::LedgerError;
 
 /// Entries holding one of `keys`.
@@ -53,11 +54,6 @@ pub(crate) struct PgGroup {
     pub(crate) routed_by_tenant: bool,
 }
 
-engine_group! {
-    group = PgGroup,
-    keyed_entries = keyed_entries,
-}
-
 impl PgGroup {
     /// Rebuilds the tenant's rule state from its log ([`crate::store::rules`]),
     /// its deletes and upserts bound as arrays.
@@ -68,20 +64,32 @@ impl PgGroup {
         crate::store::rules::rebuild_pg(&mut self.tx, tenant).await
     }
 
-    pub(super) async fn lock_head_row(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
-        if let Some(fence) = self.read_fence(LOCK, tenant).await? {
-            return Ok(fence);
-        }
-        self.create_head(tenant).await?;
-        Ok(self.read_fence(LOCK, tenant).await?.unwrap_or(Fence::EMPTY))
-    }
-
     /// The tenant's head, locked, if it exists.
     pub(super) async fn locked_head(&mut self, tenant: &str) -> Result<Option<Fence>, LedgerError> {
-        self.read_fence(LOCK, tenant).await
+        read_fence::<Postgres>(&mut self.tx, LOCK, tenant).await
+    }
+}
+
+impl GroupTransaction for PgGroup {
+    async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
+        if let Some(fence) = read_fence::<Postgres>(&mut self.tx, LOCK, tenant).await? {
+            return Ok(fence);
+        }
+        create_head::<Postgres>(&mut self.tx, tenant).await?;
+        Ok(read_fence::<Postgres>(&mut self.tx, LOCK, tenant)
+            .await?
+            .unwrap_or(Fence::EMPTY))
     }
 
-    pub(super) async fn read_balances(
+    async fn entries_with_keys(
+        &mut self,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        keyed_entries(&mut self.tx, tenant, keys).await
+    }
+
+    async fn balances_of(
         &mut self,
         tenant: &str,
         accounts: &[&str],
@@ -111,7 +119,7 @@ impl PgGroup {
             .collect()
     }
 
-    async fn read_entries_by_ids(
+    async fn entries_by_ids(
         &mut self,
         tenant: &str,
         ids: &[&str],
@@ -129,7 +137,7 @@ impl PgGroup {
         rows.iter().map(entry).collect()
     }
 
-    pub(super) async fn read_records(
+    async fn records_of(
         &mut self,
         tenant: &str,
         keys: &[StateKey],
@@ -159,7 +167,7 @@ impl PgGroup {
             .collect()
     }
 
-    pub(super) async fn upsert_balances(
+    async fn write_balances(
         &mut self,
         tenant: &str,
         rows: &[(&str, &str, AccountBalance)],
@@ -200,6 +208,18 @@ impl PgGroup {
         .bind(amounts(|b| &b.held))
         .execute(&mut *self.tx)
         .await?;
+        Ok(())
+    }
+
+    async fn write_group(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
+        match self.write_many(&[write]).await?[..] {
+            [true] => Ok(()),
+            _ => Err(head_moved()),
+        }
+    }
+
+    async fn commit(self) -> Result<(), LedgerError> {
+        self.tx.commit().await?;
         Ok(())
     }
 }

@@ -9,7 +9,7 @@ use crate::balance::{AccountBalance, BalanceProjection};
 use crate::chain::Head;
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
-use crate::state::{AccountSettings, HoldRecord, StateKey, StateValue};
+use crate::rule_state::{AccountSettings, HoldRecord, StateKey, StateValue};
 
 use super::Decision;
 
@@ -18,7 +18,7 @@ use super::Decision;
 pub struct GroupState {
     pub tenant_id: String,
     pub head: Head,
-    /// Entries already holding one of the group's keys, or one its intents
+    /// Entries already holding one of the group's keys, or one its requests
     /// refer to by key (the payment of a refund).
     pub existing: HashMap<(EntryKind, String), Arc<StoredEntry>>,
     /// Entries referred to by id (the target of a reversal).
@@ -27,7 +27,7 @@ pub struct GroupState {
     pub balances: BalanceProjection,
     /// The fixed unit of each touched customer account that has one.
     pub account_units: HashMap<String, String>,
-    /// Rule state the group's intents refer to.
+    /// Rule state the group's requests refer to.
     pub records: HashMap<StateKey, StateValue>,
 }
 

@@ -2,8 +2,8 @@
 //! each and added afterwards: decimal addition is exact, so the split
 //! cannot change the result.
 
-use tally_ledger::balance::{BalanceProjection, PostingSums};
-use tally_ledger::LedgerError;
+use crate::balance::{BalanceProjection, PostingSums};
+use crate::LedgerError;
 
 /// The seq ranges a rebuild folds at once, one connection each
 /// ([`rebuild_parts`] of them), adding the partial sums afterwards: decimal

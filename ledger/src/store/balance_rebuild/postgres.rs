@@ -1,15 +1,15 @@
 //! The balances rebuild on PostgreSQL: the fold of the log in parallel
 //! aggregates, and the SQL of the stored rows it compares with and removes.
 
+use crate::balance::{BalanceProjection, PostingSums, Side};
+use crate::fold::LogFold;
+use crate::store::hold_rows_sql;
+use crate::wide::WideDecimal;
+use crate::LedgerError;
 use futures_util::TryStreamExt;
 use sqlx::{PgConnection, PgPool, Row};
-use tally_ledger::balance::{BalanceProjection, PostingSums, Side};
-use tally_ledger::fold::LogFold;
-use tally_ledger::store::hold_rows_sql;
-use tally_ledger::wide::WideDecimal;
-use tally_ledger::LedgerError;
 
-use crate::parts::{join_folds, merge_postings, rebuild_parts};
+use crate::fold_parts::{join_folds, merge_postings, rebuild_parts};
 
 /// The balances `tenant`'s log up to `head_seq` folds to. `conn` holds the
 /// tenant's head lock.
@@ -83,7 +83,7 @@ pub(super) async fn fold(
                  GROUP BY GROUPING SETS ((debit_account, unit), (credit_account, unit))",
                 to.map(|to| format!(" AND ctid < '({to},0)'::tid"))
                     .unwrap_or_default(),
-                tally_ledger::fold::NON_MONEY_KINDS_SQL
+                crate::fold::NON_MONEY_KINDS_SQL
             );
             let (pool, tenant) = (pool.clone(), tenant.to_owned());
             tokio::spawn(async move {

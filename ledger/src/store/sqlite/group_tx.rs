@@ -8,11 +8,11 @@ use super::columns::{entry, ENTRY_COLUMNS, ROWS_PER_INSERT};
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
-use crate::state::{StateKey, StateRow};
+use crate::rule_state::{StateKey, StateRow};
 use crate::store::rows::decode_balance;
 use crate::store::rules::RulesRebuilt;
-use crate::store::shared::engine_group;
-use crate::store::transaction::{Fence, GroupWrite};
+use crate::store::shared::group_tx::{create_head, read_fence};
+use crate::store::transaction::{Fence, GroupTransaction, GroupWrite};
 use crate::LedgerError;
 
 /// What the writer inserts: [`ENTRY_COLUMNS`] and the usage columns of
@@ -128,23 +128,25 @@ impl SqliteGroup {
     }
 }
 
-engine_group! {
-    group = SqliteGroup,
-    keyed_entries = keyed_entries,
-}
-
-impl SqliteGroup {
-    async fn lock_head_row(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
+impl GroupTransaction for SqliteGroup {
+    async fn lock_head(&mut self, tenant: &str) -> Result<Fence, LedgerError> {
         // BEGIN IMMEDIATE already holds the database's write lock.
-        self.create_head(tenant).await?;
+        create_head::<Sqlite>(&mut self.tx, tenant).await?;
         let select = "SELECT seq, hash, generation FROM ledger_heads WHERE tenant_id = $1";
-        Ok(self
-            .read_fence(select, tenant)
+        Ok(read_fence::<Sqlite>(&mut self.tx, select, tenant)
             .await?
             .unwrap_or(Fence::EMPTY))
     }
 
-    async fn read_balances(
+    async fn entries_with_keys(
+        &mut self,
+        tenant: &str,
+        keys: &[(EntryKind, &str)],
+    ) -> Result<Vec<StoredEntry>, LedgerError> {
+        keyed_entries(&mut self.tx, tenant, keys).await
+    }
+
+    async fn balances_of(
         &mut self,
         tenant: &str,
         accounts: &[&str],
@@ -171,7 +173,7 @@ impl SqliteGroup {
         Ok(out)
     }
 
-    async fn read_entries_by_ids(
+    async fn entries_by_ids(
         &mut self,
         tenant: &str,
         ids: &[&str],
@@ -179,7 +181,7 @@ impl SqliteGroup {
         entries_in(&mut self.tx, tenant, None, "id", ids).await
     }
 
-    async fn read_records(
+    async fn records_of(
         &mut self,
         tenant: &str,
         keys: &[StateKey],
@@ -210,7 +212,7 @@ impl SqliteGroup {
         Ok(out)
     }
 
-    async fn upsert_balances(
+    async fn write_balances(
         &mut self,
         tenant: &str,
         rows: &[(&str, &str, AccountBalance)],
@@ -222,7 +224,11 @@ impl SqliteGroup {
         self.upsert_balance_rows(&rows).await
     }
 
-    async fn write_all(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
+    async fn write_group(&mut self, write: &GroupWrite) -> Result<(), LedgerError> {
         self.write_many(&[write]).await
+    }
+
+    async fn commit(self) -> Result<(), LedgerError> {
+        self.tx.commit().await
     }
 }
