@@ -2,7 +2,8 @@
 //! engine (docs/ingest.md): 12,000 messages carrying 10,000 distinct usage
 //! records (2,000 duplicates) and 50 invalid ones, the consumer killed
 //! with SIGKILL twice mid-stream. Exactly 10,000 entries, every message
-//! acknowledged, exactly the invalid ones in the dead-letter subject.
+//! acknowledged, exactly the invalid ones in the dead-letter subject, and
+//! a letter stored just before a kill is not stored twice.
 //!
 //! Needs `TALLY_TEST_NATS_URL` (e.g. `nats://127.0.0.1:4222`); skipped
 //! without it unless `TALLY_REQUIRE_NATS=1` (CI), which makes the skip a
@@ -25,6 +26,7 @@ use tokio::process::{Child, Command};
 engine_tests!(
     duplicates_and_kills_make_exactly_one_entry_per_record,
     the_server_runs_the_consumer_from_its_settings_file_and_counts_it,
+    a_letter_stored_before_a_kill_is_stored_once,
 );
 
 fn nats_url() -> Option<String> {
@@ -275,4 +277,98 @@ async fn the_server_runs_the_consumer_from_its_settings_file_and_counts_it(engin
     js.delete_stream(format!("{stream_name}_DEAD_LETTER"))
         .await
         .unwrap();
+}
+
+/// The state a consumer killed between storing a dead letter and
+/// terminating its message leaves: the letter is in the dead-letter stream
+/// and the message is still to be delivered. The next consumer refuses it
+/// again and terminates it, and the stream still holds one letter, because
+/// both carry the message id `<stream>:<durable>:<stream_sequence>`.
+async fn a_letter_stored_before_a_kill_is_stored_once(engine: Engine) {
+    let Some(url) = nats_url() else {
+        return;
+    };
+    let ledger = Ledger::new(engine).await;
+    let _ = ledger.key("acme", "read").await;
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    let names = Names {
+        stream: format!("TALLY_LETTER_{id}"),
+        subject: format!("tally.letter.{id}.debits"),
+        dead_letter: format!("tally.letter.{id}.dead"),
+        durable: format!("letter_{id}"),
+    };
+    let client = async_nats::connect(&url).await.unwrap();
+    let js = jetstream::new(client);
+    js.create_stream(stream::Config {
+        name: names.stream.clone(),
+        subjects: vec![names.subject.clone()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    // A stream of the user's own for the letters, at NATS's defaults.
+    let dead_stream = format!("{}_DEAD_LETTER", names.stream);
+    js.create_stream(stream::Config {
+        name: dead_stream.clone(),
+        subjects: vec![names.dead_letter.clone()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let bad = js
+        .publish(names.subject.clone(), "not json".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    js.publish(
+        names.subject.clone(),
+        debit("ur_after", "cust", "1").to_string().into(),
+    )
+    .await
+    .unwrap();
+    // What the killed consumer stored.
+    js.send_publish(
+        names.dead_letter.clone(),
+        jetstream::context::Publish::build()
+            .message_id(format!(
+                "{}:{}:{}",
+                names.stream, names.durable, bad.sequence
+            ))
+            .payload("{\"body\": \"not json\"}".into()),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+
+    let mut next = consumer(&ledger, &url, &names);
+    let started = Instant::now();
+    let source = js.get_stream(&names.stream).await.unwrap();
+    loop {
+        let consumer: Result<jetstream::consumer::PullConsumer, _> =
+            source.get_consumer(&names.durable).await;
+        let settled = match consumer {
+            Ok(mut c) => {
+                let info = c.info().await.unwrap().clone();
+                ledger.count("entries").await == 1
+                    && info.num_pending == 0
+                    && info.num_ack_pending == 0
+            }
+            // Not made yet.
+            Err(_) => false,
+        };
+        if settled {
+            break;
+        }
+        assert!(next.try_wait().unwrap().is_none(), "the consumer exited");
+        assert!(started.elapsed() < Duration::from_secs(60), "not settled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    next.start_kill().unwrap();
+    next.wait().await.unwrap();
+    let mut dead = js.get_stream(&dead_stream).await.unwrap();
+    assert_eq!(dead.info().await.unwrap().state.messages, 1);
+    js.delete_stream(&names.stream).await.unwrap();
+    js.delete_stream(&dead_stream).await.unwrap();
 }

@@ -62,6 +62,10 @@ fn nats<E: std::fmt::Display>(e: E) -> NatsError {
 
 /// Redelivery delay after a transient failure.
 const NAK_DELAY: Duration = Duration::from_secs(2);
+/// How long the dead-letter stream this consumer makes remembers a
+/// letter's message id; far longer than `ack_wait`, after which a message
+/// left unsettled is redelivered.
+const DEAD_LETTER_DUPLICATE_WINDOW: Duration = Duration::from_secs(3600);
 /// How long one pull waits for a full batch.
 const PULL_WAIT: Duration = Duration::from_millis(500);
 
@@ -83,6 +87,11 @@ pub async fn run(
         .get_or_create_stream(stream::Config {
             name: format!("{}_DEAD_LETTER", settings.stream),
             subjects: vec![dead_letter.clone()],
+            // A consumer killed between storing a dead letter and
+            // terminating its message stores it again on redelivery (after
+            // `ack_wait`); the letter's message id makes that a no-op
+            // inside this window.
+            duplicate_window: DEAD_LETTER_DUPLICATE_WINDOW,
             ..Default::default()
         })
         .await
@@ -184,15 +193,21 @@ async fn settle(
             }
             Verdict::Refused(mut letter) => {
                 letter["subject"] = json!(m.subject.as_str());
+                let mut publish = jetstream::context::Publish::build();
                 if let Ok(info) = m.info() {
                     letter["stream_sequence"] = json!(info.stream_sequence);
+                    // One letter per (stream, consumer, message), however
+                    // often the message is delivered: JetStream drops a
+                    // repeated id within the stream's duplicate window.
+                    publish = publish.message_id(format!(
+                        "{}:{}:{}",
+                        settings.stream, settings.durable, info.stream_sequence
+                    ));
                 }
                 letter["body"] = json!(String::from_utf8_lossy(&m.payload));
                 // The dead letter is stored before the message is let go.
-                let published = match js
-                    .publish(dead_letter.to_owned(), letter.to_string().into())
-                    .await
-                {
+                let publish = publish.payload(letter.to_string().into());
+                let published = match js.send_publish(dead_letter.to_owned(), publish).await {
                     Ok(ack) => ack.await.map(|_| ()).map_err(nats),
                     Err(e) => Err(nats(e)),
                 };
