@@ -330,7 +330,7 @@ async fn a_letter_stored_before_a_kill_is_stored_once(engine: Engine) {
     // What the killed consumer stored.
     js.send_publish(
         names.dead_letter.clone(),
-        jetstream::context::Publish::build()
+        jetstream::message::PublishMessage::build()
             .message_id(format!(
                 "{}:{}:{}",
                 names.stream, names.durable, bad.sequence

@@ -193,7 +193,7 @@ async fn settle(
             }
             Verdict::Refused(mut letter) => {
                 letter["subject"] = json!(m.subject.as_str());
-                let mut publish = jetstream::context::Publish::build();
+                let mut publish = jetstream::message::PublishMessage::build();
                 if let Ok(info) = m.info() {
                     letter["stream_sequence"] = json!(info.stream_sequence);
                     // One letter per (stream, consumer, message), however
