@@ -35,7 +35,6 @@ pub mod hex_text;
 pub mod histogram;
 pub mod intents;
 pub mod keys;
-mod look_ups;
 pub mod names;
 pub mod recent;
 pub mod recorded_at;

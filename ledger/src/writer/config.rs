@@ -22,7 +22,7 @@ pub struct WriterConfig {
     /// no longer looked up before the writer: the UNIQUE constraint on the
     /// key is the look-up, and a taken key fails its group, which is then
     /// decided again with every key looked up (and look-ups resume). Zero
-    /// always looks keys up. See `crate::look_ups::KeyLookUps`.
+    /// always looks keys up. See `super::look_up::KeyLookUps`.
     pub skip_look_ups_after: usize,
     /// Bytes of recently committed entries held to answer retries without
     /// the writer or the database (`crate::recent::RecentEntries`); zero holds none.

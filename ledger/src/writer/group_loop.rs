@@ -1,20 +1,23 @@
 //! A tenant's writer task: gathers jobs into groups, has each decided
 //! (`crate::group`), ahead of the write before it when the writer's memory
-//! allows, and starts its write on its own task.
+//! allows, starts its write on its own task, and answers its jobs once the
+//! write is done (replays before it).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
-use crate::group::{decide_in_round, DecidedWrite, WriterMemory};
+use crate::decide::Decision;
+use crate::group::{decide_in_round, DecidedWrite, PendingWrite, RoundCommitter, WriterMemory};
 use crate::request::EntryRequest;
+use crate::store::Fence;
 use crate::LedgerError;
 
-use super::answers::Answers;
-use super::finish::Finished;
-use super::in_flight::{joined, start_write, DecidedGroup, InFlight};
-use super::{Job, Stage, WriterConfig};
+use super::look_up::KeyTaken;
+use super::retry::{commit_with_retry, is_unique_violation, retry};
+use super::stats::WriterStats;
+use super::{Job, Reply, Stage, WriterConfig};
 
 /// What the writer waits for.
 enum Next {
@@ -254,5 +257,270 @@ pub(super) async fn gather(
         }
         *size += job.requests.len();
         jobs.push(job);
+    }
+}
+
+// The replies of one group's jobs, early ones before the commit.
+/// The replies of one group's jobs. A job whose every decision is final
+/// before the group commits (replays of committed entries) is answered at
+/// once, so a replay does not wait for the insert and fsync of the new
+/// entries it happens to share a group with; the others after the commit.
+pub(super) struct Answers {
+    /// Per job: its reply, taken once sent.
+    pub(super) replies: Vec<Option<Reply>>,
+    /// Per job: the decisions known before the commit.
+    pub(super) early: Vec<Vec<Option<Decision>>>,
+    /// Per request of the group: (job, position in the job).
+    pub(super) slots: Vec<(usize, usize)>,
+}
+
+impl Answers {
+    pub(super) fn new(job_requests: &[Vec<EntryRequest>], replies: Vec<Reply>) -> Self {
+        let mut slots = Vec::new();
+        for (j, requests) in job_requests.iter().enumerate() {
+            slots.extend((0..requests.len()).map(|k| (j, k)));
+        }
+        Self {
+            replies: replies.into_iter().map(Some).collect(),
+            early: job_requests.iter().map(|i| vec![None; i.len()]).collect(),
+            slots,
+        }
+    }
+
+    /// A decision of request `i` that is final before the commit.
+    pub(super) fn decided(&mut self, i: usize, decision: &Decision) {
+        let Some(&(j, k)) = self.slots.get(i) else {
+            return;
+        };
+        self.early[j][k] = Some(decision.clone());
+        if self.early[j].iter().all(Option::is_some) {
+            if let Some(reply) = self.replies[j].take() {
+                let all = self.early[j].iter().flatten().cloned().collect();
+                // The caller may have gone away; nothing depends on it.
+                let _ = reply.send(Ok(all));
+            }
+        }
+    }
+
+    /// After the commit: every job not answered yet gets its decisions.
+    pub(super) fn answer_the_rest(self, decisions: Vec<Decision>) {
+        let mut decisions = decisions.into_iter();
+        for (reply, early) in self.replies.into_iter().zip(self.early) {
+            let mine: Vec<Decision> = decisions.by_ref().take(early.len()).collect();
+            if let Some(reply) = reply {
+                // The caller may have gone away; its requests are committed anyway.
+                let _ = reply.send(Ok(mine));
+            }
+        }
+    }
+
+    /// The group failed: every job not answered yet gets the error (the
+    /// early ones were replays of committed entries, true whatever failed),
+    /// transient or permanent as it was.
+    pub(super) fn fail_the_rest(self, error: &LedgerError) {
+        for reply in self.replies.into_iter().flatten() {
+            let _ = reply.send(Err(error.shared()));
+        }
+    }
+}
+
+// A decided group on its way to the database: its decisions and answers,
+// its write running on a task of its own, and the outcome of that task.
+/// A group whose decisions are made, to be answered once its write is done.
+pub(super) struct DecidedGroup {
+    pub(super) decisions: Vec<Decision>,
+    pub(super) answers: Answers,
+    /// Kept to decide the group again should its write fail.
+    pub(super) job_requests: Vec<Vec<EntryRequest>>,
+    /// Decided from memory, with no read under the head lock.
+    pub(super) ahead: bool,
+    /// Decided while the group before it was not yet answered, on top of
+    /// what that group's write was to leave.
+    pub(super) on_top: bool,
+    /// The head it was decided on (`None`: its decision failed).
+    pub(super) start: Option<Fence>,
+    pub(super) size: usize,
+    pub(super) started: Instant,
+}
+
+/// A decided group whose write and commit run on their own task, while the
+/// writer decides the next group.
+pub(super) struct InFlight {
+    pub(super) write: tokio::task::JoinHandle<Result<(), LedgerError>>,
+    /// Fires when the write is done (see [`start_write`]).
+    pub(super) done: Option<oneshot::Receiver<()>>,
+    pub(super) group: DecidedGroup,
+}
+
+/// Starts a group's write on its own task. With `after` (the write of the
+/// group before, still running), it begins only once that one is done:
+/// started at once, it would overtake it — tokio runs the task spawned last
+/// first, and a group decided from memory is spawned microseconds after the
+/// one before — find the head where that group had not yet moved it, write
+/// nothing and be decided a second time. Waiting costs one round trip: the
+/// write is a single statement once the head is where it expects.
+pub(super) fn start_write(
+    write: PendingWrite,
+    after: Option<oneshot::Receiver<()>>,
+) -> InFlightWrite {
+    let (done, done_rx) = oneshot::channel();
+    let handle = tokio::spawn(async move {
+        if let Some(after) = after {
+            // Dropped unsent (a write task that stopped) counts as done.
+            let _ = after.await;
+        }
+        let written = write.await;
+        let _ = done.send(());
+        written
+    });
+    (handle, Some(done_rx))
+}
+
+type InFlightWrite = (
+    tokio::task::JoinHandle<Result<(), LedgerError>>,
+    Option<oneshot::Receiver<()>>,
+);
+
+/// The outcome of a write task; one that stopped did not commit.
+pub(super) fn joined(
+    written: Result<Result<(), LedgerError>, tokio::task::JoinError>,
+) -> Result<(), LedgerError> {
+    written.unwrap_or_else(|e| {
+        let message = format!("a group write stopped: {e}");
+        // A panic is a bug, which the same request would hit again.
+        Err(if e.is_panic() {
+            LedgerError::Permanent {
+                cause: crate::Cause::Other,
+                message,
+            }
+        } else {
+            LedgerError::Unavailable(message)
+        })
+    })
+}
+
+// Answers a group once its write is done: its decisions, or, when its
+// decision or write failed, the group run again ([`super::retry`]).
+/// Answers groups once their write is done.
+pub(super) struct Finished<'a> {
+    /// The rounds every group commits in, its second run too.
+    pub(super) commits: &'a RoundCommitter,
+    pub(super) tenant: &'a str,
+    pub(super) pending: &'a AtomicUsize,
+    pub(super) stats: &'a WriterStats,
+    pub(super) heads: &'a super::CommittedHeads,
+    pub(super) key_taken: KeyTaken,
+    /// Whether the last write answered failed: a group decided on top of it
+    /// is then refused because that group never committed, not because
+    /// another process appended.
+    pub(super) failed_before: AtomicBool,
+}
+
+impl Finished<'_> {
+    /// Waits for the write of `f`, then answers it.
+    pub(super) async fn settle(&self, f: InFlight, memory: &mut WriterMemory) {
+        self.answer(f.group, joined(f.write.await), memory).await;
+    }
+
+    /// Answers the group `f` whose write ended with `written`. A group
+    /// whose decision or write failed is run again under the head lock
+    /// (its first decisions are not sent): one decided ahead always (the
+    /// head may have moved under it, which its write refuses), any other
+    /// through the usual one retry ([`retry`]); the memory is then
+    /// forgotten.
+    pub(super) async fn answer(
+        &self,
+        f: DecidedGroup,
+        written: Result<(), LedgerError>,
+        memory: &mut WriterMemory,
+    ) {
+        let DecidedGroup {
+            decisions,
+            mut answers,
+            job_requests,
+            ahead,
+            on_top,
+            start,
+            size,
+            started,
+        } = f;
+        let failed_before = self.failed_before.swap(written.is_err(), Ordering::Relaxed);
+        let result = match written {
+            Ok(()) => Ok(decisions),
+            Err(e) => {
+                // A key taken is no sign of another writer: a replay sent
+                // unlooked (`KeyLookUps`) or a key taken since its look-up.
+                let key_taken = matches!(&e, LedgerError::Database(d) if is_unique_violation(d));
+                if key_taken {
+                    self.stats.key_taken_groups.fetch_add(1, Ordering::Relaxed);
+                    self.key_taken.report();
+                }
+                match start {
+                    // Decided on top of a group that wrote nothing: what it
+                    // taught the memory went with that group's (rewound or
+                    // forgotten), and the memory now holds that group's
+                    // second run. Refused for that, not for another writer.
+                    _ if on_top && failed_before => {}
+                    // Nothing was written: only what this group (and any
+                    // decided on top of it) taught is taken back.
+                    Some(start) if key_taken => memory.rewind(start),
+                    _ if ahead => {
+                        self.stats
+                            .decided_ahead_redone
+                            .fetch_add(1, Ordering::Relaxed);
+                        memory.refused();
+                    }
+                    _ => memory.forget(),
+                }
+                let requests: Vec<&EntryRequest> = job_requests.iter().flatten().collect();
+                let final_now = &mut |i: usize, d: &Decision| answers.decided(i, d);
+                if ahead {
+                    tracing::debug!(tenant = %self.tenant, error = %e, "deciding a group decided ahead again");
+                    commit_with_retry(self.commits, self.tenant, &requests, &[], final_now, memory)
+                        .await
+                } else {
+                    retry(self.commits, self.tenant, &requests, e, final_now, memory).await
+                }
+            }
+        };
+        let stats = self.stats;
+        stats.groups.fetch_add(1, Ordering::Relaxed);
+        stats.requests.fetch_add(size, Ordering::Relaxed);
+        stats.group_size.observe(size as u64);
+        stats
+            .commit_micros
+            .observe(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+        if result.is_err() {
+            stats.failed_groups.fetch_add(1, Ordering::Relaxed);
+        }
+        tracing::debug!(
+            tenant = %self.tenant,
+            group = size,
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            ok = result.is_ok(),
+            "group decided"
+        );
+        self.pending.fetch_sub(size, Ordering::AcqRel);
+        match result {
+            Ok(decisions) => {
+                let head = decisions.iter().filter_map(created_seq).max();
+                if let Some(seq) = head {
+                    self.heads.advanced(self.tenant, seq);
+                }
+                answers.answer_the_rest(decisions)
+            }
+            Err(e) => {
+                tracing::warn!(tenant = %self.tenant, group = size, error = %e, "group failed, nothing committed");
+                answers.fail_the_rest(&e);
+            }
+        }
+    }
+}
+
+/// The seq of an entry this group appended.
+fn created_seq(d: &Decision) -> Option<i64> {
+    match d {
+        Decision::Created(e) => Some(e.seq),
+        _ => None,
     }
 }

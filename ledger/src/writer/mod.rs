@@ -11,15 +11,10 @@
 //! remembered, so memory follows the tenants that are active, not every
 //! tenant ever seen.
 
-mod admission;
-mod answers;
 mod config;
-mod finish;
 mod group_loop;
 mod heads;
-mod in_flight;
 mod look_up;
-mod queues;
 mod registry;
 mod retry;
 mod stats;
@@ -34,15 +29,15 @@ use tokio::sync::oneshot;
 use crate::decide::Decision;
 use crate::group::MemoryBudget;
 use crate::group::RoundCommitter;
-use crate::look_ups::KeyTaken;
 use crate::request::EntryRequest;
 use crate::LedgerError;
+use look_up::KeyTaken;
 
-pub use admission::Queued;
 pub use config::{
     default_committers, WriterConfig, DEFAULT_IDLE_AFTER, DEFAULT_SKIP_LOOK_UPS_AFTER,
 };
 pub use heads::CommittedHeads;
+pub use registry::Queued;
 pub use registry::Writers;
 pub use stats::{QueueDepth, WriterStats, COMMIT_MICROS_BOUNDS, GROUP_SIZE_BOUNDS};
 

@@ -37,7 +37,7 @@ pub struct WriterStats {
     /// Tenant writers stopped after `idle_after` without work.
     pub idle_writers_stopped: AtomicU64,
     /// Requests sent to the writer without their key looked up first, the
-    /// look-ups before having found every key free (`crate::look_ups::KeyLookUps`).
+    /// look-ups before having found every key free (`super::look_up::KeyLookUps`).
     pub not_looked_up: AtomicU64,
     /// Groups whose write found one of their keys taken (a replay or a
     /// conflict not looked up, or a key taken by another process since its
