@@ -12,10 +12,10 @@ use crate::store::{GroupTransaction, GroupWrite, Storage};
 use super::committer::RoundCommitter;
 use crate::LedgerError;
 
-use super::ahead::ahead;
 use super::memory::WriterMemory;
 use super::pending::{DecidedWrite, PendingWrite};
 use super::round::write_ahead_in_round;
+use super::run::ahead;
 use super::run::decide;
 use super::Group;
 

@@ -1,29 +1,26 @@
 //! One group of a tenant's requests, decided and written in one transaction
 //! (SPEC §6). The write path runs one way: the writer (`crate::writer`)
 //! hands a group here; it is loaded under the tenant's head lock
-//! ([`load`]), decided by [`crate::decide`] ([`run`]), and turned into the
-//! rows it writes ([`build`]); the store (`crate::store`) only reads and
-//! writes those rows, through [`crate::store::GroupTransaction`].
+//! ([`load`]), decided by [`crate::decide`] and turned into the rows it
+//! writes ([`run`]); the store (`crate::store`) only reads and writes those
+//! rows, through [`crate::store::GroupTransaction`].
 //!
 //! - [`commit`]: `commit_group*`, `decide_group`, `decide_ahead`:
 //!   the entry points the writer calls.
-//! - [`ahead`]: a group decided from the writer's memory alone, on top of
-//!   the group still being written.
+//! - [`run`]: one group run: load, decide, build its write, teach the
+//!   writer's memory what it leaves; or decided ahead, from that memory
+//!   alone, on top of the group still being written.
 //! - [`committer`]: the committer tasks and their rounds: the groups of
 //!   many tenants decided on one transaction and committed together,
 //!   through the store's I/O (read ahead, savepoints, the joint write).
 //! - [`round`]: a tenant's group in a round, committed with the others.
-//! - [`memory`]: what a tenant's writer remembers between its groups;
-//!   [`remember`] teaches it what a group left behind.
+//! - [`memory`]: what a tenant's writer remembers between its groups.
 
-mod ahead;
-mod build;
 mod commit;
 mod committer;
 mod load;
 mod memory;
 mod pending;
-mod remember;
 mod round;
 mod run;
 
