@@ -1,4 +1,5 @@
-//! The ledger's clock: UTC now, to the microsecond both engines store.
+//! The ledger's clock: UTC now, to the microsecond both engines store, and
+//! the one text form of a point in time it writes.
 //!
 //! `TALLY_CLOCK_OFFSET_SECONDS` (read once, at the first reading) moves it:
 //! tests use it to show that what a day, or a year, changes about an
@@ -31,4 +32,13 @@ pub fn now() -> DateTime<Utc> {
         .checked_add_signed(offset())
         .unwrap_or_else(Utc::now);
     DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
+}
+
+// The one text form of a point in time the ledger writes: entries'
+// `recorded_at`, hold expiries, checkpoints. A leaf: the entry, the rule
+// state and the chain all use it, and it uses none of them.
+/// The stable text form of `recorded_at`, used in responses and the chain.
+pub fn format_recorded_at(t: &DateTime<Utc>) -> String {
+    // `YYYY-MM-DDTHH:MM:SS.ffffffZ`, always six fractional digits.
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }

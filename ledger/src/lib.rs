@@ -37,7 +37,6 @@ pub mod intents;
 pub mod keys;
 pub mod names;
 pub mod recent;
-pub mod recorded_at;
 pub mod request;
 pub mod rule_fold;
 pub mod rule_state;

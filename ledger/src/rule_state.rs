@@ -10,8 +10,8 @@ use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
 use crate::amount::{canonical, parse_exact};
+use crate::clock::format_recorded_at;
 use crate::intents::IntentRecord;
-use crate::recorded_at::format_recorded_at;
 use crate::wide::WideDecimal;
 
 /// How far below zero an account's `available` balance may go.

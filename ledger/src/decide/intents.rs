@@ -7,13 +7,13 @@ use chrono::{DateTime, Duration, Utc};
 use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
+use crate::clock::format_recorded_at;
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::fingerprint::{canonical_params, differing_fields, Fingerprint};
 use crate::intents::{
     claim_upstream_id, ClaimOp, CompleteOp, FailOp, HeartbeatOp, IntentError, IntentOp,
     IntentOutcome, IntentRecord, IntentStatus,
 };
-use crate::recorded_at::format_recorded_at;
 use crate::request::EntryKind;
 use crate::rule_state::{StateKey, StateValue};
 

@@ -67,7 +67,7 @@ pub struct StoredEntry {
     pub hash: String,
 }
 
-pub use crate::recorded_at::format_recorded_at;
+pub use crate::clock::format_recorded_at;
 
 /// Why a ledger rule rejected the entry (SPEC §1.4): stored with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
-use crate::recorded_at::format_recorded_at;
+use crate::clock::format_recorded_at;
 
 /// The status as stored. A `Claimed` intent whose lease ran out reads as
 /// `Released` (or `Failed` at its last attempt): see [`IntentRecord::status_at`].
