@@ -336,8 +336,9 @@ type Outcome = Result<(Vec<Answer>, u64), (Vec<Answer>, LedgerError)>;
 
 /// Every piece reads and decides first (what they asked for read ahead
 /// for all of them, [`EngineGroup::read_ahead`], which also locks the heads
-/// of the groups decided ahead, so that every head of the round is locked
-/// in tenant order), and then the writes of all go out together
+/// of the groups decided ahead where [`EngineGroup::locks_heads`], so that
+/// every head of the round is locked in tenant order; a round of groups
+/// all decided ahead on SQLite reads nothing), and then the writes of all go out together
 /// ([`EngineGroup::write_many`]: one statement per table). A group whose
 /// head moved is refused on its own (on SQLite it fails the joint write).
 /// Should the joint write fail, the groups are written again one by one,
@@ -348,9 +349,10 @@ type Outcome = Result<(Vec<Answer>, u64), (Vec<Answer>, LedgerError)>;
 /// aborts the transaction, it fails the round with it (a database fault,
 /// not anything a tenant sent).
 async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
+    let lock_heads = tx.locks_heads();
     let heads_only: Vec<ReadAhead> = round
         .iter()
-        .filter(|p| p.is_write())
+        .filter(|p| lock_heads && p.is_write())
         .map(|p| ReadAhead {
             tenant: p.tenant.clone(),
             ..ReadAhead::default()
@@ -361,7 +363,8 @@ async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
         .iter()
         .filter_map(|p| match &p.work {
             Work::Decide { reads, .. } => reads.as_ref(),
-            Work::Write(_) => heads_only_iter.next(),
+            Work::Write(_) if lock_heads => heads_only_iter.next(),
+            Work::Write(_) => None,
         })
         .collect();
     let read: Vec<ReadAheadRows> = if asks.is_empty() {
@@ -380,8 +383,10 @@ async fn reads_then_writes(tx: &mut EngineGroup, round: Vec<Piece>) -> Outcome {
     for piece in round {
         match piece.work {
             Work::Write(write) => {
-                // Its head is locked; its rows are not needed.
-                read.next();
+                if lock_heads {
+                    // Its head is locked; its rows are not needed.
+                    read.next();
+                }
                 writes.push((write, piece.committed));
             }
             Work::Decide { reads, work } => {

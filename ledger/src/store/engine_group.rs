@@ -75,6 +75,16 @@ impl GroupTransaction for EngineGroup {
 }
 
 impl EngineGroup {
+    /// Whether a round locks the head of each group it writes before the
+    /// writes go out. PostgreSQL does, so that every head of a round is
+    /// locked in tenant order (rounds on other connections wait rather
+    /// than deadlock). SQLite does not need to: `BEGIN IMMEDIATE` holds the
+    /// database's one write lock, and its joint write moves each head only
+    /// from the seq and hash the group was decided on.
+    pub(crate) fn locks_heads(&self) -> bool {
+        matches!(self.0, Engine::Postgres(_))
+    }
+
     /// Reads ahead for the pieces of a round (`super::read_ahead`): every
     /// head, balance and record they ask for, one statement per table.
     pub(crate) async fn read_ahead(
