@@ -50,6 +50,34 @@ struct Names {
     durable: String,
 }
 
+/// A migrated ledger, and a stream of names of its own (`tag` tells the
+/// tests apart on a shared NATS server) made on JetStream.
+async fn ledger_and_stream(
+    engine: Engine,
+    url: &str,
+    tag: &str,
+) -> (Ledger, Names, jetstream::Context) {
+    let ledger = Ledger::new(engine).await;
+    // The database exists, migrated, before the consumers count its rows.
+    let _ = ledger.key("acme", "read").await;
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    let names = Names {
+        stream: format!("TALLY_{}_{id}", tag.to_uppercase()),
+        subject: format!("tally.{tag}.{id}.debits"),
+        dead_letter: format!("tally.{tag}.{id}.dead"),
+        durable: format!("{tag}_{id}"),
+    };
+    let js = jetstream::new(async_nats::connect(url).await.unwrap());
+    js.create_stream(stream::Config {
+        name: names.stream.clone(),
+        subjects: vec![names.subject.clone()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    (ledger, names, js)
+}
+
 fn consumer(ledger: &Ledger, url: &str, names: &Names) -> Child {
     Command::new(TALLY)
         .args(["ingest", "nats", "--nats-url", url])
@@ -94,25 +122,7 @@ async fn duplicates_and_kills_make_exactly_one_entry_per_record(engine: Engine) 
     let Some(url) = nats_url() else {
         return;
     };
-    let ledger = Ledger::new(engine).await;
-    // The database exists, migrated, before the consumers count its rows.
-    let _ = ledger.key("acme", "read").await;
-    let id = uuid::Uuid::now_v7().simple().to_string();
-    let names = Names {
-        stream: format!("TALLY_TEST_{id}"),
-        subject: format!("tally.test.{id}.debits"),
-        dead_letter: format!("tally.test.{id}.dead"),
-        durable: format!("tally_{id}"),
-    };
-    let client = async_nats::connect(&url).await.unwrap();
-    let js = jetstream::new(client);
-    js.create_stream(stream::Config {
-        name: names.stream.clone(),
-        subjects: vec![names.subject.clone()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let (ledger, names, js) = ledger_and_stream(engine, &url, "test").await;
 
     // 10,000 records, every fifth sent twice (2,000 duplicates), and 50
     // invalid bodies among them.
@@ -288,24 +298,7 @@ async fn a_letter_stored_before_a_kill_is_stored_once(engine: Engine) {
     let Some(url) = nats_url() else {
         return;
     };
-    let ledger = Ledger::new(engine).await;
-    let _ = ledger.key("acme", "read").await;
-    let id = uuid::Uuid::now_v7().simple().to_string();
-    let names = Names {
-        stream: format!("TALLY_LETTER_{id}"),
-        subject: format!("tally.letter.{id}.debits"),
-        dead_letter: format!("tally.letter.{id}.dead"),
-        durable: format!("letter_{id}"),
-    };
-    let client = async_nats::connect(&url).await.unwrap();
-    let js = jetstream::new(client);
-    js.create_stream(stream::Config {
-        name: names.stream.clone(),
-        subjects: vec![names.subject.clone()],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let (ledger, names, js) = ledger_and_stream(engine, &url, "letter").await;
     // A stream of the user's own for the letters, at NATS's defaults.
     let dead_stream = format!("{}_DEAD_LETTER", names.stream);
     js.create_stream(stream::Config {
