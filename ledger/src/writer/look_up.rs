@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{FuturesOrdered, StreamExt};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::task::JoinHandle;
 
 use crate::decide::{decide_existing, Decision};
 use crate::entry::StoredEntry;
@@ -128,7 +129,11 @@ pub(super) async fn look_up(
         heads: _,
     } = stage;
     let mut look_ups = KeyLookUps::new(config.skip_look_ups_after, key_taken);
-    let mut in_flight: JoinSet<Option<(usize, usize)>> = JoinSet::new();
+    // Look-ups run beside each other, but what they leave for the writer
+    // goes to it in the order the jobs were queued: a later job's repeated
+    // key must be the replay or the conflict, never the earlier one's
+    // (`Writers::queue_all`; an import relies on it for a file's order).
+    let mut in_flight: FuturesOrdered<JoinHandle<LookedUp>> = FuturesOrdered::new();
     let limit = storage.look_ups_in_flight();
     // Returning drops `writer`: the writer task ends once it has answered
     // what it holds, and the tenant's remembered balances with it.
@@ -137,8 +142,8 @@ pub(super) async fn look_up(
         // beside them, instead of waiting for the one before to answer
         // (see [`Storage::look_ups_in_flight`]).
         let first = if in_flight.len() >= limit {
-            if let Some(done) = in_flight.join_next().await {
-                note_look_up(&mut look_ups, done);
+            if let Some(done) = in_flight.next().await {
+                hand_on(&mut look_ups, done, &writer, &pending);
             }
             continue;
         } else if in_flight.is_empty() {
@@ -148,9 +153,9 @@ pub(super) async fn look_up(
             }
         } else {
             tokio::select! {
-                done = in_flight.join_next() => {
+                done = in_flight.next() => {
                     if let Some(done) = done {
-                        note_look_up(&mut look_ups, done);
+                        hand_on(&mut look_ups, done, &writer, &pending);
                     }
                     continue;
                 }
@@ -164,7 +169,7 @@ pub(super) async fn look_up(
         let mut jobs = vec![first];
         take_waiting(&mut rx, &mut jobs, &mut size, config.max_group);
         if !look_ups.needed() {
-            for mut job in jobs {
+            for job in &mut jobs {
                 job.absent = job
                     .requests
                     .iter()
@@ -173,7 +178,19 @@ pub(super) async fn look_up(
                 stats
                     .not_looked_up
                     .fetch_add(job.requests.len() as u64, Ordering::Relaxed);
-                forward(&writer, job, &pending);
+            }
+            if in_flight.is_empty() {
+                for job in jobs {
+                    forward(&writer, job, &pending);
+                }
+            } else {
+                // Behind the look-ups still running, in order.
+                in_flight.push_back(tokio::spawn(async move {
+                    LookedUp {
+                        forward: jobs,
+                        counts: None,
+                    }
+                }));
             }
             continue;
         }
@@ -196,41 +213,62 @@ pub(super) async fn look_up(
                 break;
             }
         }
-        in_flight.spawn(look_up_and_answer(
+        in_flight.push_back(tokio::spawn(look_up_and_answer(
             storage.clone(),
             tenant.clone(),
             jobs,
-            writer.clone(),
             pending.clone(),
             stats.clone(),
-        ));
+        )));
     }
-    while let Some(done) = in_flight.join_next().await {
-        note_look_up(&mut look_ups, done);
+    while let Some(done) = in_flight.next().await {
+        hand_on(&mut look_ups, done, &writer, &pending);
     }
 }
 
-pub(super) fn note_look_up(
+/// What one look-up leaves for the writer.
+pub(super) struct LookedUp {
+    /// The jobs not answered by the look-up, in the order they were queued.
+    forward: Vec<Job>,
+    /// (keys looked up, entries found); `None` if no query ran or it failed.
+    counts: Option<(usize, usize)>,
+}
+
+/// Hands a finished look-up's jobs to the writer and notes what it found.
+fn hand_on(
     look_ups: &mut KeyLookUps,
-    done: Result<Option<(usize, usize)>, tokio::task::JoinError>,
+    done: Result<LookedUp, tokio::task::JoinError>,
+    writer: &mpsc::UnboundedSender<Job>,
+    pending: &AtomicUsize,
 ) {
-    if let Ok(Some((keys, found))) = done {
+    // A look-up that panicked dropped its jobs' replies: their callers
+    // are answered that the writer stopped, and nothing was written.
+    let Ok(LookedUp {
+        forward: jobs,
+        counts,
+    }) = done
+    else {
+        return;
+    };
+    for job in jobs {
+        forward(writer, job, pending);
+    }
+    if let Some((keys, found)) = counts {
         look_ups.looked_up(keys, found);
     }
 }
 
 /// Looks up the keys of `jobs` in one query and answers each job whose
-/// every request holds a committed entry; forwards the rest to the writer.
-/// The keys looked up and the entries found, or `None` if the query
-/// failed (every job then went to the writer, which looks keys up itself).
+/// every request holds a committed entry; the rest are left for the
+/// writer, in order. If the query failed every job is left for it (the
+/// writer looks keys up itself).
 pub(super) async fn look_up_and_answer(
     storage: Storage,
     tenant: String,
     jobs: Vec<Job>,
-    writer: mpsc::UnboundedSender<Job>,
     pending: Arc<AtomicUsize>,
     stats: Arc<WriterStats>,
-) -> Option<(usize, usize)> {
+) -> LookedUp {
     // Every key is looked up here, never in the group: a look-up moved
     // out of the group costs no extra round trip (the group skips keys
     // found free), runs beside the group being committed, and spares a
@@ -266,10 +304,10 @@ pub(super) async fn look_up_and_answer(
         Err(e) => {
             // Nothing is lost: the writer looks every key up itself.
             tracing::debug!(tenant = %tenant, error = %e, "look-up before the writer failed");
-            for job in jobs {
-                forward(&writer, job, &pending);
-            }
-            return None;
+            return LookedUp {
+                forward: jobs,
+                counts: None,
+            };
         }
     };
     let counts = (keys.len(), found.len());
@@ -279,6 +317,7 @@ pub(super) async fn look_up_and_answer(
         .iter()
         .map(|e| ((e.kind, e.upstream_id.as_str()), e))
         .collect();
+    let mut left = Vec::with_capacity(jobs.len());
     for mut job in jobs {
         let decided: Vec<Option<Decision>> = job
             .requests
@@ -305,10 +344,13 @@ pub(super) async fn look_up_and_answer(
                 .zip(&decided)
                 .map(|(i, d)| d.is_none() && i.kind.keyed_by_request())
                 .collect();
-            forward(&writer, job, &pending);
+            left.push(job);
         }
     }
-    Some(counts)
+    LookedUp {
+        forward: left,
+        counts: Some(counts),
+    }
 }
 
 pub(super) fn forward(writer: &mpsc::UnboundedSender<Job>, job: Job, pending: &AtomicUsize) {

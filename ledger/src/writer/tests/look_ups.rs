@@ -162,3 +162,40 @@ async fn replays_and_conflicts_through_the_writers() {
     assert_eq!(stats.answered_before_group.load(Ordering::Relaxed), 2);
     assert_eq!(entries(&storage).await, 2);
 }
+
+/// Jobs queued one after another reach the writer in that order even
+/// while their look-ups run beside each other (PostgreSQL runs several):
+/// of two requests with one key and other amounts, the first queued is the
+/// entry and the second the conflict, every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jobs_reach_the_writer_in_the_order_they_were_queued() {
+    for db in TestDb::every_engine(16).await {
+        let writers = Writers::new(db.storage.clone(), nothing_recent());
+        for round in 0..10 {
+            let mut queued = Vec::new();
+            for i in 0..60 {
+                let id = format!("r{round}-k{}", i / 2);
+                let amount = if i % 2 == 0 { "1" } else { "2" };
+                queued.push(writers.queue_all("t", vec![debit(&id, amount)]).unwrap());
+                // The look-up task takes this job before the next arrives.
+                tokio::task::yield_now().await;
+            }
+            for (i, q) in queued.into_iter().enumerate() {
+                let d = q.decisions().await.unwrap().pop().unwrap();
+                if i % 2 == 0 {
+                    assert!(
+                        matches!(d, Decision::Created(_)),
+                        "{}: job {i}: {d:?}",
+                        db.engine()
+                    );
+                } else {
+                    assert!(
+                        matches!(d, Decision::Conflict { .. }),
+                        "{}: job {i}: {d:?}",
+                        db.engine()
+                    );
+                }
+            }
+        }
+    }
+}
