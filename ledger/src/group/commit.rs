@@ -26,15 +26,12 @@ pub async fn commit_group(
     tenant: &str,
     requests: &[&EntryRequest],
 ) -> Result<Vec<Decision>, LedgerError> {
-    commit_group_with(
-        storage,
-        tenant,
-        requests,
-        &[],
-        &mut |_, _| {},
-        &mut WriterMemory::default(),
-    )
-    .await
+    let mut memory = WriterMemory::default();
+    let group = Group::new(tenant, requests);
+    decide_group(storage, group, &mut |_, _| {}, &mut memory)
+        .await?
+        .committed(&mut memory)
+        .await
 }
 
 /// Like [`commit_group`], and tells `final_now` (index,
@@ -42,19 +39,18 @@ pub async fn commit_group(
 /// replay of an entry committed by an earlier transaction. Its caller
 /// can answer it at once instead of waiting for the group's fsync.
 /// `memory` is what the tenant's writer remembers between its groups.
-/// `absent[i]` says the key of `requests[i]` was looked up since the last
-/// group and held no entry, so the group need not look it up again (if
-/// it was taken meanwhile, the UNIQUE constraint fails the group, which
-/// then must be run again with `absent` empty).
-pub async fn commit_group_with(
+/// `group.absent[i]` says the key of its request `i` was looked up since
+/// the last group and held no entry, so the group need not look it up
+/// again (if it was taken meanwhile, the UNIQUE constraint fails the
+/// group, which then must be run again with `absent` empty).
+#[cfg(test)]
+pub(crate) async fn commit_group_with(
     storage: &Storage,
-    tenant: &str,
-    requests: &[&EntryRequest],
-    absent: &[bool],
+    group: Group<'_>,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
-    decide_group(storage, tenant, requests, absent, final_now, memory)
+    decide_group(storage, group, final_now, memory)
         .await?
         .committed(memory)
         .await
@@ -67,17 +63,10 @@ pub async fn commit_group_with(
 /// the write fails, it must forget.
 pub(crate) async fn decide_group(
     storage: &Storage,
-    tenant: &str,
-    requests: &[&EntryRequest],
-    absent: &[bool],
+    group: Group<'_>,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<DecidedWrite, LedgerError> {
-    let group = Group {
-        tenant,
-        requests,
-        absent,
-    };
     let mut tx = storage.begin_group().await?;
     let decided = decide(&mut tx, group, final_now, memory)
         .await
@@ -99,23 +88,16 @@ pub(crate) async fn decide_group(
 /// nothing unless it finds the head where these decisions were made.
 /// If it fails, `memory` must forget.
 pub(crate) async fn decide_ahead(
-    tenant: &str,
-    requests: &[&EntryRequest],
-    absent: &[bool],
+    group: Group<'_>,
     memory: &mut WriterMemory,
     commits: &RoundCommitter,
 ) -> Option<DecidedWrite> {
-    let group = Group {
-        tenant,
-        requests,
-        absent,
-    };
     let decided = ahead(group, memory).await?;
     let start = decided.start;
     let write = write_ahead_in_round(
         commits.clone(),
-        tenant.to_owned(),
-        requests.len(),
+        group.tenant.to_owned(),
+        group.requests.len(),
         start,
         decided.write,
     );

@@ -28,21 +28,50 @@ use crate::decide::Decision;
 use crate::request::EntryRequest;
 use crate::store::{Fence, GroupWrite};
 
+pub use commit::commit_group;
+#[cfg(test)]
+pub(crate) use commit::commit_group_with;
 pub(crate) use commit::decide_ahead;
 #[cfg(test)]
 pub(crate) use commit::decide_group;
-pub use commit::{commit_group, commit_group_with};
 pub use committer::{RoundCommitter, RoundStats, MAX_ROUND_REQUESTS, MAX_ROUND_WORK};
 pub use memory::{MemoryBudget, WriterMemory, CONTENDED_FOR, MEMORY_LIMIT, PROCESS_MEMORY_LIMIT};
 pub(crate) use pending::{DecidedWrite, PendingWrite};
 pub(crate) use round::{commit_in_round, decide_in_round};
 
-/// The requests of one group (see [`commit_group_with`]).
+/// The requests of one group of a tenant, as one value down the write
+/// path (see [`commit_group_with`]).
+#[derive(Clone, Copy)]
 pub(crate) struct Group<'a> {
     pub tenant: &'a str,
     pub requests: &'a [&'a EntryRequest],
     /// Per request (or empty): its key was found free just before.
     pub absent: &'a [bool],
+}
+
+impl<'a> Group<'a> {
+    /// A group none of whose keys was looked up before.
+    pub fn new(tenant: &'a str, requests: &'a [&'a EntryRequest]) -> Self {
+        Self {
+            tenant,
+            requests,
+            absent: &[],
+        }
+    }
+
+    /// A group whose keys were looked up before: `absent[i]` says the key
+    /// of `requests[i]` was found free.
+    pub fn looked_up(
+        tenant: &'a str,
+        requests: &'a [&'a EntryRequest],
+        absent: &'a [bool],
+    ) -> Self {
+        Self {
+            tenant,
+            requests,
+            absent,
+        }
+    }
 }
 
 /// What one group decided, owned, so that its write can run on its own

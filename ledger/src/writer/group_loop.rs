@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::decide::Decision;
-use crate::group::{decide_in_round, DecidedWrite, PendingWrite, RoundCommitter, WriterMemory};
+use crate::group::{
+    decide_in_round, DecidedWrite, Group, PendingWrite, RoundCommitter, WriterMemory,
+};
 use crate::request::EntryRequest;
 use crate::store::Fence;
 use crate::LedgerError;
@@ -140,7 +142,12 @@ pub(super) async fn run(tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, st
         let ahead = if memory.contended() {
             None
         } else {
-            crate::group::decide_ahead(&tenant, &requests, &absent, &mut memory, &commits).await
+            crate::group::decide_ahead(
+                Group::looked_up(&tenant, &requests, &absent),
+                &mut memory,
+                &commits,
+            )
+            .await
         };
         match ahead {
             Some(DecidedWrite {
@@ -181,15 +188,8 @@ pub(super) async fn run(tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, st
             }
         }
         let final_now = &mut |i, d: &_| answers.decided(i, d);
-        let decided = decide_in_round(
-            &commits,
-            &tenant,
-            &requests,
-            &absent,
-            final_now,
-            &mut memory,
-        )
-        .await;
+        let group = Group::looked_up(&tenant, &requests, &absent);
+        let decided = decide_in_round(&commits, group, final_now, &mut memory).await;
         drop(requests);
         let DecidedWrite {
             decisions,
@@ -476,10 +476,11 @@ impl Finished<'_> {
                 let final_now = &mut |i: usize, d: &Decision| answers.decided(i, d);
                 if ahead {
                     tracing::debug!(tenant = %self.tenant, error = %e, "deciding a group decided ahead again");
-                    commit_with_retry(self.commits, self.tenant, &requests, &[], final_now, memory)
-                        .await
+                    let group = Group::new(self.tenant, &requests);
+                    commit_with_retry(self.commits, group, final_now, memory).await
                 } else {
-                    retry(self.commits, self.tenant, &requests, e, final_now, memory).await
+                    let group = Group::new(self.tenant, &requests);
+                    retry(self.commits, group, e, final_now, memory).await
                 }
             }
         };

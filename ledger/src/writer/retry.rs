@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use crate::decide::Decision;
 use crate::group::RoundCommitter;
-use crate::group::{commit_in_round, WriterMemory};
-use crate::request::EntryRequest;
+use crate::group::{commit_in_round, Group, WriterMemory};
 use crate::LedgerError;
 
 /// A failed group committed nothing, and deciding is idempotent by key, so
@@ -16,14 +15,12 @@ use crate::LedgerError;
 /// constraint, and the retry then replays it.
 pub(super) async fn commit_with_retry(
     commits: &RoundCommitter,
-    tenant: &str,
-    requests: &[&EntryRequest],
-    absent: &[bool],
+    group: Group<'_>,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
-    match commit_in_round(commits, tenant, requests, absent, final_now, memory).await {
-        Err(e) => retry(commits, tenant, requests, e, final_now, memory).await,
+    match commit_in_round(commits, group, final_now, memory).await {
+        Err(e) => retry(commits, group, e, final_now, memory).await,
         ok => ok,
     }
 }
@@ -33,19 +30,19 @@ pub(super) async fn commit_with_retry(
 /// they are.
 pub(super) async fn retry(
     commits: &RoundCommitter,
-    tenant: &str,
-    requests: &[&EntryRequest],
+    group: Group<'_>,
     error: LedgerError,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
     match &error {
         LedgerError::Database(e) if !matches!(e, sqlx::Error::PoolTimedOut) => {
-            tracing::info!(tenant = %tenant, error = %e, "retrying group once");
+            tracing::info!(tenant = %group.tenant, error = %e, "retrying group once");
             if !is_unique_violation(e) {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            commit_in_round(commits, tenant, requests, &[], final_now, memory).await
+            let again = Group::new(group.tenant, group.requests);
+            commit_in_round(commits, again, final_now, memory).await
         }
         _ => Err(error),
     }

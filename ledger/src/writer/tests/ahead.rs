@@ -72,9 +72,7 @@ async fn first_debit_remembered(storage: &Storage) -> WriterMemory {
     let mut memory = WriterMemory::default();
     crate::group::commit_group_with(
         storage,
-        "t",
-        &[&debit("u1", "1")],
-        &[],
+        Group::new("t", &[&debit("u1", "1")]),
         &mut |_, _| {},
         &mut memory,
     )
@@ -98,9 +96,13 @@ async fn decided_from_memory(
     let next = debit(id, "1");
     let DecidedWrite {
         decisions, write, ..
-    } = crate::group::decide_ahead("t", &[&next], &[true], memory, &rounds(storage))
-        .await
-        .expect("everything it needs is remembered");
+    } = crate::group::decide_ahead(
+        Group::looked_up("t", &[&next], &[true]),
+        memory,
+        &rounds(storage),
+    )
+    .await
+    .expect("everything it needs is remembered");
     assert!(matches!(&decisions[..], [Decision::Created(e)] if e.seq == seq));
     write
 }
@@ -117,9 +119,7 @@ async fn a_group_decided_ahead_waits_for_the_commit_before_it() {
         // the write below commits.
         let first = crate::group::decide_group(
             storage,
-            "t",
-            &[&debit("u2", "1")],
-            &[],
+            Group::new("t", &[&debit("u2", "1")]),
             &mut |_, _| {},
             &mut memory,
         )

@@ -18,9 +18,7 @@ async fn a_key_taken_after_the_look_up_is_replayed_not_posted_twice() {
     let mut memory = WriterMemory::default();
     let stale = crate::group::commit_group_with(
         &storage,
-        "t",
-        &[&again],
-        &[true],
+        Group::looked_up("t", &[&again], &[true]),
         &mut |_, _| {},
         &mut memory,
     )
@@ -33,9 +31,7 @@ async fn a_key_taken_after_the_look_up_is_replayed_not_posted_twice() {
 
     let decisions = commit_with_retry(
         &RoundCommitter::start(storage.clone(), 1, Arc::default()),
-        "t",
-        &[&again],
-        &[true],
+        Group::looked_up("t", &[&again], &[true]),
         &mut |_, _| {},
         &mut memory,
     )

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::look_up::look_up;
 use super::retry::{commit_with_retry, is_unique_violation};
 use super::*;
+use crate::group::Group;
 use crate::group::RoundCommitter;
 use crate::group::{DecidedWrite, WriterMemory};
 use crate::store::{EntryFilter, Storage};

@@ -79,7 +79,7 @@ async fn tenants_posting_at_once_share_commits_and_keep_their_own_chains() {
 /// commit in the same round. Every ledger verifies.
 #[tokio::test(flavor = "current_thread")]
 async fn a_key_taken_by_another_process_refuses_only_its_tenant_in_the_round() {
-    use crate::group::decide_in_round;
+    use crate::group::{decide_in_round, Group};
     for db in TestDb::every_engine_and_routed(4).await {
         let engine = db.engine();
         let stats = Arc::new(crate::group::RoundStats::default());
@@ -102,9 +102,13 @@ async fn a_key_taken_by_another_process_refuses_only_its_tenant_in_the_round() {
         for ((tenant, request), memory) in tenants.iter().zip(&requests).zip(memories.iter_mut()) {
             let commits = &commits;
             runs.push(async move {
-                let decided =
-                    decide_in_round(commits, tenant, &[request], &[true], &mut |_, _| {}, memory)
-                        .await?;
+                let decided = decide_in_round(
+                    commits,
+                    Group::looked_up(tenant, &[request], &[true]),
+                    &mut |_, _| {},
+                    memory,
+                )
+                .await?;
                 decided.write.await
             });
         }
