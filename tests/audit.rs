@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use common::{debit, Engine, Ledger, Server, TALLY};
 use serde_json::{json, Value};
-use tally_ledger::audit::record::{EntryRecord, TrailerRecord};
+use tally_ledger::audit::format::{EntryRecord, TrailerRecord};
 use tally_ledger::audit::sign::{checkpoint_message, verify_checkpoint, Signature};
 use tally_ledger::audit::COLUMNS;
 use tally_ledger::chain::{entry_hash, GENESIS_HASH};

@@ -182,7 +182,7 @@ mod tests {
             params: r#"{"account":"cust","metadata":{"q":"a\"b"}}"#.into(),
             fingerprint: "sha256:00".into(),
             recorded_at: Utc.timestamp_opt(1_764_410_400, 123_456_000).unwrap(),
-            balance_after: crate::wide::WideDecimal::parse("-1.5").unwrap(),
+            balance_after: crate::balance::WideDecimal::parse("-1.5").unwrap(),
             prev_hash: String::new(),
             hash: String::new(),
         };

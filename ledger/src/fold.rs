@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
+use crate::balance::WideDecimal;
 use crate::balance::{BalanceProjection, Posting};
-use crate::wide::WideDecimal;
 use rust_decimal::Decimal;
 
 use crate::entry::{EntryStatus, StoredEntry};

@@ -42,7 +42,6 @@ pub mod rule_fold;
 pub mod rule_state;
 pub mod store;
 pub mod verify;
-pub mod wide;
 pub mod writer;
 
 #[cfg(test)]

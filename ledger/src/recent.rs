@@ -201,7 +201,7 @@ mod tests {
             params: "x".repeat(params),
             fingerprint: "sha256:00".into(),
             recorded_at: Utc::now(),
-            balance_after: crate::wide::WideDecimal::from(1),
+            balance_after: crate::balance::WideDecimal::from(1),
             prev_hash: String::new(),
             hash: String::new(),
         })

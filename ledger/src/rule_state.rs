@@ -10,9 +10,9 @@ use rust_decimal::Decimal;
 use serde_json::{json, Map, Value};
 
 use crate::amount::{canonical, parse_exact};
+use crate::balance::WideDecimal;
 use crate::clock::format_recorded_at;
 use crate::intents::IntentRecord;
-use crate::wide::WideDecimal;
 
 /// How far below zero an account's `available` balance may go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

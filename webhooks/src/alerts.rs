@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use rust_decimal::Decimal;
-use tally_ledger::balance::wide::WideDecimal;
+use tally_ledger::balance::WideDecimal;
 use tally_ledger::entry::{EntryStatus, StoredEntry};
 use tally_ledger::request::EntryKind;
 use tally_ledger::rule_state::{low_balance_from_json, StateKey, StateValue};

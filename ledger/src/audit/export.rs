@@ -13,7 +13,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use futures_util::Stream;
 
-use super::record::{
+use super::format::{
     csv_header_row, csv_writer, write_json_record, EntryRecord, HeaderRecord, TrailerRecord,
 };
 use super::sign::Signer;

@@ -10,7 +10,7 @@
 
 pub mod check;
 pub mod export;
-pub mod record;
+pub mod format;
 pub mod sign;
 
 /// The `format` named in the header line of every JSONL export.

@@ -9,7 +9,10 @@
 
 mod account;
 mod sums;
-pub mod wide;
+mod wide;
+#[cfg(test)]
+mod wide_tests;
 
 pub use account::{AccountBalance, BalanceProjection, Posting, Side};
 pub use sums::PostingSums;
+pub use wide::WideDecimal;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::balance::AccountBalance;
-use crate::wide::WideDecimal;
+use crate::balance::WideDecimal;
 use chrono::{DateTime, Utc};
 
 use crate::chain::{entry_hash, Head};

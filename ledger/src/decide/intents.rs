@@ -344,7 +344,7 @@ impl<F: FnMut() -> String> Step<'_, F> {
             fingerprint: Fingerprint::of_canonical(&params).text(),
             params,
             recorded_at: self.now,
-            balance_after: crate::wide::WideDecimal::ZERO,
+            balance_after: crate::balance::WideDecimal::ZERO,
             prev_hash: crate::hex_text::lower_hex(&self.state.head.hash),
             hash: String::new(),
         };

@@ -5,9 +5,9 @@ use crate::balance::AccountBalance;
 use rust_decimal::Decimal;
 
 use crate::amount::canonical;
+use crate::balance::WideDecimal;
 use crate::names::is_system_account;
 use crate::request::{Action, EntryRequest};
-use crate::wide::WideDecimal;
 
 use super::{GroupState, Plan, Refusal};
 

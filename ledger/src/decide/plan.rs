@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 
-use crate::wide::WideDecimal;
+use crate::balance::WideDecimal;
 
 use crate::request::{Action, EntryRequest};
 use crate::rule_state::{HoldRecord, HoldStatus};

@@ -4,10 +4,10 @@
 use rust_decimal::Decimal;
 
 use crate::amount::canonical;
+use crate::balance::WideDecimal;
 use crate::entry::EntryStatus;
 use crate::request::{EntryKind, EntryRequest, SettingsChange};
 use crate::rule_state::{StateKey, StateValue};
-use crate::wide::WideDecimal;
 
 use super::limits::wide;
 use super::{GroupState, Plan, RecordChange, Refusal};

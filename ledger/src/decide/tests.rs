@@ -5,9 +5,9 @@
 use chrono::Utc;
 
 use super::*;
+use crate::balance::WideDecimal;
 use crate::chain::Head;
 use crate::rule_state::{StateKey, StateValue};
-use crate::wide::WideDecimal;
 use serde_json::json;
 
 fn debit(id: &str, account: &str, amount: &str, unit: &str) -> EntryRequest {

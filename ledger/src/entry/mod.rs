@@ -12,8 +12,8 @@ pub use usage_columns::{
 };
 
 use crate::amount::canonical;
+use crate::balance::WideDecimal;
 use crate::request::EntryKind;
-use crate::wide::WideDecimal;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

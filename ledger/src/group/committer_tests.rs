@@ -35,7 +35,7 @@ fn set_balance(tenant: &'static str, debits: i64, ends: Ends) -> RoundWork {
                 start.generation += 1;
             }
             let balance = AccountBalance {
-                debits: crate::wide::WideDecimal::from(debits),
+                debits: crate::balance::WideDecimal::from(debits),
                 ..AccountBalance::default()
             };
             Ok(Some(GroupWrite {
@@ -50,7 +50,7 @@ fn set_balance(tenant: &'static str, debits: i64, ends: Ends) -> RoundWork {
     })
 }
 
-async fn debits(storage: &Storage, tenant: &str) -> Option<crate::wide::WideDecimal> {
+async fn debits(storage: &Storage, tenant: &str) -> Option<crate::balance::WideDecimal> {
     let balances = storage.stored_balances(tenant).await.unwrap();
     balances.get("acct", "USD").map(|b| b.debits.clone())
 }
@@ -85,17 +85,17 @@ async fn a_failing_piece_leaves_nothing_and_the_rest_of_its_round_commits() {
         assert_eq!(stats.pieces.load(Relaxed), 5);
         assert_eq!(
             debits(&db.storage, "a").await,
-            Some(crate::wide::WideDecimal::from(5))
+            Some(crate::balance::WideDecimal::from(5))
         );
         assert_eq!(debits(&db.storage, "b").await, None, "{engine}");
         assert_eq!(
             debits(&db.storage, "c").await,
-            Some(crate::wide::WideDecimal::from(9))
+            Some(crate::balance::WideDecimal::from(9))
         );
         assert_eq!(debits(&db.storage, "d").await, None, "{engine}");
         assert_eq!(
             debits(&db.storage, "e").await,
-            Some(crate::wide::WideDecimal::from(1))
+            Some(crate::balance::WideDecimal::from(1))
         );
 
         // Alone in its round, a piece whose write is refused leaves nothing.
@@ -124,7 +124,7 @@ fn balance_write(tenant: &str, debits: i64, start: Fence) -> GroupWrite {
             "acct".to_owned(),
             "USD".to_owned(),
             AccountBalance {
-                debits: crate::wide::WideDecimal::from(debits),
+                debits: crate::balance::WideDecimal::from(debits),
                 ..AccountBalance::default()
             },
         )],
@@ -181,7 +181,7 @@ async fn a_head_moved_by_another_process_refuses_only_its_tenant_in_the_round() 
                 assert!(decided.await.unwrap().is_ok(), "{engine}");
             }
             for (i, t) in tenants.iter().enumerate() {
-                let expected = (i != 2).then(|| crate::wide::WideDecimal::from(10 + i as i64));
+                let expected = (i != 2).then(|| crate::balance::WideDecimal::from(10 + i as i64));
                 assert_eq!(debits(&db.storage, t).await, expected, "{engine}: {t}");
             }
             if !db.routed() {

@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Map, Value};
 
+use crate::balance::WideDecimal;
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::names::{REVENUE_ACCOUNT, SERVER_KEY_PREFIX};
 use crate::request::EntryKind;
 use crate::rule_state::{AccountSettings, HoldRecord, HoldStatus, Overdraft, StateKey, StateValue};
-use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 mod intent_fold;

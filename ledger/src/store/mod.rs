@@ -22,7 +22,7 @@ mod read_ahead;
 mod readers;
 mod readiness;
 mod rows;
-mod rules;
+mod rule_state;
 mod shared;
 mod sqlite;
 mod statements;
@@ -44,7 +44,7 @@ pub use rows::{
     DEFAULT_POOL_SIZE, LOG_PAGE,
 };
 pub(crate) use rows::{new_entry_id, now_micros};
-pub use rules::RulesRebuilt;
+pub use rule_state::RulesRebuilt;
 pub use sqlite::{for_each_packed, SqliteStore, SqliteWrite};
 pub use statements::{Columns, FromColumns};
 pub use storage::Storage;

@@ -5,9 +5,9 @@
 use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
+use crate::balance::WideDecimal;
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::request::EntryKind;
-use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 /// Filters of `GET /v1/entries`.

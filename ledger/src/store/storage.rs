@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::postgres::PostgresStore;
 use super::rows::{AccountRange, BalanceRow, EntryFilter, PoolStats, DEFAULT_POOL_SIZE};
-use super::rules::RulesRebuilt;
+use super::rule_state::RulesRebuilt;
 use super::shared::{
     self, api_keys, balance_reads, entry_reads, expired_holds, log_heads, rule_records,
 };

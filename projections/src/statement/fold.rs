@@ -7,10 +7,10 @@ use chrono::{DateTime, TimeDelta, Utc};
 use rust_decimal::Decimal;
 use serde::Serialize;
 use tally_ledger::balance::AccountBalance;
+use tally_ledger::balance::WideDecimal;
 use tally_ledger::entry::{EntryStatus, EntryView, StoredEntry};
 use tally_ledger::fold::{moves_money, OpenHold};
 use tally_ledger::request::EntryKind;
-use tally_ledger::wide::WideDecimal;
 use tally_ledger::LedgerError;
 
 /// Most entries one statement lists; a longer period is refused (422).

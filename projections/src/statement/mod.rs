@@ -13,7 +13,7 @@
 //! to each other), and it makes the arithmetic of a statement exact:
 //! opening + movements = closing, always.
 //!
-//! The figures are [`tally_ledger::wide::WideDecimal`]s, like every total
+//! The figures are [`tally_ledger::balance::WideDecimal`]s, like every total
 //! of the ledger: exact at any size.
 //!
 //! Every read of one answer is bounded by the ledger head it started at, so

@@ -39,7 +39,7 @@ fn entry(
         params: params.into(),
         fingerprint: String::new(),
         recorded_at: DateTime::from_timestamp(1_764_410_400 + seq, 0).unwrap(),
-        balance_after: tally_ledger::wide::WideDecimal::ZERO,
+        balance_after: tally_ledger::balance::WideDecimal::ZERO,
         prev_hash: String::new(),
         hash: String::new(),
     }

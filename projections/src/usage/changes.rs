@@ -114,7 +114,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use tally_ledger::wide::WideDecimal;
+    use tally_ledger::balance::WideDecimal;
 
     #[test]
     fn only_differing_missing_and_extra_usage_rows_are_touched() {

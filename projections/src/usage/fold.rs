@@ -12,11 +12,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
+use tally_ledger::balance::WideDecimal;
 use tally_ledger::entry::{
     params_of, usage_terms, EntryStatus, StoredEntry, UsageParams, UsageSource,
 };
 use tally_ledger::request::EntryKind;
-use tally_ledger::wide::WideDecimal;
 use tally_ledger::LedgerError;
 
 /// The name of the usage projector's row in `projector_checkpoints`.

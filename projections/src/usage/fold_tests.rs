@@ -28,7 +28,7 @@ fn entry(seq: i64, kind: EntryKind, account: &str, amount: &str, params: Value) 
         recorded_at: DateTime::parse_from_rfc3339("2026-12-01T12:00:00Z")
             .unwrap()
             .with_timezone(&Utc),
-        balance_after: tally_ledger::wide::WideDecimal::ZERO,
+        balance_after: tally_ledger::balance::WideDecimal::ZERO,
         prev_hash: String::new(),
         hash: String::new(),
     }

@@ -2,9 +2,9 @@
 //! query, the stored rows, a write's outcome, the entries that carry usage.
 
 use chrono::NaiveDate;
+use tally_ledger::balance::WideDecimal;
 use tally_ledger::entry::DAY_FORMAT;
 use tally_ledger::store::{EngineDb, LOG_PAGE};
-use tally_ledger::wide::WideDecimal;
 use tally_ledger::LedgerError;
 
 use super::fold::{UsageKey, UsageTotals};

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::super::record::{EntryRecord, HeaderRecord, TrailerRecord};
+use super::super::format::{EntryRecord, HeaderRecord, TrailerRecord};
 use super::super::{COLUMNS, FORMAT};
 use super::{problem, ExportChecker, Problem};
 use crate::chain::GENESIS_HASH;

@@ -25,7 +25,7 @@ mod tests;
 mod trailer;
 
 use super::export::ExportFormat;
-use super::record::HeaderRecord;
+use super::format::HeaderRecord;
 use super::COLUMNS;
 use crate::chain::decode_hash;
 use crate::entry::StoredEntry;

@@ -1,6 +1,6 @@
 //! Entries in seq order: a line swapped, missing or duplicated.
 
-use super::super::record::EntryRecord;
+use super::super::format::EntryRecord;
 use super::{problem, Entry, ExportChecker, Problem};
 
 impl ExportChecker {

@@ -8,7 +8,7 @@ use chrono::{TimeZone, Utc};
 use rust_decimal::Decimal;
 
 use super::*;
-use crate::audit::record::{write_json_record, EntryRecord, HeaderRecord, TrailerRecord};
+use crate::audit::format::{write_json_record, EntryRecord, HeaderRecord, TrailerRecord};
 use crate::audit::sign::Signer;
 use crate::audit::FORMAT;
 use crate::chain::{entry_hash, GENESIS_HASH};
@@ -45,7 +45,7 @@ fn chain(n: i64) -> Vec<StoredEntry> {
             fingerprint: Fingerprint::of_canonical(&params).to_string(),
             params,
             recorded_at: Utc.timestamp_opt(1_764_410_400 + seq, 0).unwrap(),
-            balance_after: crate::wide::WideDecimal::ZERO,
+            balance_after: crate::balance::WideDecimal::ZERO,
             prev_hash: hex::encode(prev),
             hash: String::new(),
         };

@@ -1,6 +1,6 @@
 //! The trailer of a JSONL export: counts, last seq and hash, signature.
 
-use super::super::record::TrailerRecord;
+use super::super::format::TrailerRecord;
 use super::super::sign::{verify_checkpoint, Signature};
 use super::{problem, ExportChecker, Problem, SignatureStatus};
 use crate::chain::decode_hash;

@@ -14,8 +14,8 @@ use std::collections::HashSet;
 
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
+use crate::balance::WideDecimal;
 use crate::balance::{AccountBalance, BalanceProjection};
-use crate::wide::WideDecimal;
 use crate::LedgerError;
 
 /// A stored balance row, read as text.

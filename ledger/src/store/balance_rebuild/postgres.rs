@@ -1,10 +1,10 @@
 //! The balances rebuild on PostgreSQL: the fold of the log in parallel
 //! aggregates, and the SQL of the stored rows it compares with and removes.
 
+use crate::balance::WideDecimal;
 use crate::balance::{BalanceProjection, PostingSums, Side};
 use crate::fold::LogFold;
 use crate::store::hold_rows_sql;
-use crate::wide::WideDecimal;
 use crate::LedgerError;
 use futures_util::TryStreamExt;
 use sqlx::{PgConnection, PgPool, Row};

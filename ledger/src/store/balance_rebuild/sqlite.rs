@@ -4,10 +4,10 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
+use crate::balance::WideDecimal;
 use crate::balance::{BalanceProjection, PostingSums, Side};
 use crate::fold::LogFold;
 use crate::store::hold_rows_sql;
-use crate::wide::WideDecimal;
 use crate::LedgerError;
 use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqlitePool};

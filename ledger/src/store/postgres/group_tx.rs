@@ -9,7 +9,7 @@ use crate::entry::StoredEntry;
 use crate::request::EntryKind;
 use crate::rule_state::StateKey;
 use crate::store::rows::decode_balance;
-use crate::store::rules::RulesRebuilt;
+use crate::store::rule_state::RulesRebuilt;
 use crate::store::shared::group_tx::{create_head, read_fence};
 use crate::store::transaction::head_moved;
 use crate::store::transaction::{Fence, GroupTransaction, GroupWrite};
@@ -61,7 +61,7 @@ impl PgGroup {
         &mut self,
         tenant: &str,
     ) -> Result<RulesRebuilt, LedgerError> {
-        crate::store::rules::rebuild_pg(&mut self.tx, tenant).await
+        crate::store::rule_state::rebuild_pg(&mut self.tx, tenant).await
     }
 
     /// The tenant's head, locked, if it exists.
@@ -174,7 +174,7 @@ impl GroupTransaction for PgGroup {
     ) -> Result<(), LedgerError> {
         let accounts: Vec<&str> = rows.iter().map(|r| r.0).collect();
         let units: Vec<&str> = rows.iter().map(|r| r.1).collect();
-        let amounts = |f: fn(&AccountBalance) -> &crate::wide::WideDecimal| {
+        let amounts = |f: fn(&AccountBalance) -> &crate::balance::WideDecimal| {
             rows.iter()
                 .map(|r| f(&r.2).to_string())
                 .collect::<Vec<String>>()

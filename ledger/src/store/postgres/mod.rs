@@ -19,7 +19,7 @@ use sqlx::postgres::{PgConnectOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, Row};
 
 use super::engine_db::{Arg, EngineDb, Sql};
-use super::rules::RulesRebuilt;
+use super::rule_state::RulesRebuilt;
 use super::shared::EngineStore;
 use super::transaction::GroupWrite;
 use crate::entry::StoredEntry;
@@ -96,7 +96,7 @@ impl EngineStore for PostgresStore {
         conn: &mut PgConnection,
         tenant: &str,
     ) -> Result<Vec<StoredRecord>, LedgerError> {
-        super::rules::stored_pg(conn, tenant).await
+        super::rule_state::stored_pg(conn, tenant).await
     }
 
     /// A page of the log, its rows handed over as they come.

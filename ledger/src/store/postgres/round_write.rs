@@ -343,7 +343,7 @@ fn bind_balance_columns<'q>(
     q: PgQuery<'q>,
     rows: &[(&'q str, &'q str, &AccountBalance)],
 ) -> PgQuery<'q> {
-    let amounts = |f: fn(&AccountBalance) -> &crate::wide::WideDecimal| {
+    let amounts = |f: fn(&AccountBalance) -> &crate::balance::WideDecimal| {
         rows.iter()
             .map(|r| f(r.2).to_string())
             .collect::<Vec<String>>()

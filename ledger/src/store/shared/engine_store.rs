@@ -12,7 +12,7 @@ use crate::entry::StoredEntry;
 use crate::request::EntryKind;
 use crate::rule_fold::StoredRecord;
 use crate::store::engine_db::{Arg, EngineDb, Sql};
-use crate::store::rules::RulesRebuilt;
+use crate::store::rule_state::RulesRebuilt;
 use crate::store::transaction::GroupTransaction;
 use crate::LedgerError;
 

@@ -6,7 +6,7 @@ use super::log_heads::lock_for_rewrite;
 use super::sql::{RECORD, RECORDS_OF_KIND};
 use crate::rule_fold::StoredRecord;
 use crate::store::engine_db::{Arg, EngineDb, Sql};
-use crate::store::rules::RulesRebuilt;
+use crate::store::rule_state::RulesRebuilt;
 use crate::store::transaction::GroupTransaction;
 use crate::LedgerError;
 

@@ -10,7 +10,7 @@ use crate::entry::StoredEntry;
 use crate::request::EntryKind;
 use crate::rule_state::{StateKey, StateRow};
 use crate::store::rows::decode_balance;
-use crate::store::rules::RulesRebuilt;
+use crate::store::rule_state::RulesRebuilt;
 use crate::store::shared::group_tx::{create_head, read_fence};
 use crate::store::transaction::{Fence, GroupTransaction, GroupWrite};
 use crate::LedgerError;
@@ -121,7 +121,8 @@ impl SqliteGroup {
         &mut self,
         tenant: &str,
     ) -> Result<RulesRebuilt, LedgerError> {
-        let (rebuilt, writes) = crate::store::rules::rebuild_sqlite(&mut self.tx, tenant).await?;
+        let (rebuilt, writes) =
+            crate::store::rule_state::rebuild_sqlite(&mut self.tx, tenant).await?;
         let rows: Vec<(&str, &StateRow)> = writes.iter().map(|r| (tenant, r)).collect();
         self.write_records(&rows).await?;
         Ok(rebuilt)

@@ -18,7 +18,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteRow, SqliteSyn
 use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool};
 
 use super::engine_db::{Arg, EngineDb, Sql};
-use super::rules::RulesRebuilt;
+use super::rule_state::RulesRebuilt;
 use super::shared::EngineStore;
 use crate::entry::{format_recorded_at, StoredEntry};
 use crate::request::EntryKind;
@@ -119,7 +119,7 @@ impl EngineStore for SqliteStore {
         conn: &mut SqliteConnection,
         tenant: &str,
     ) -> Result<Vec<StoredRecord>, LedgerError> {
-        super::rules::stored_sqlite(conn, tenant).await
+        super::rule_state::stored_sqlite(conn, tenant).await
     }
 
     /// A page of the log, packed by SQLite as one JSON array: sqlx hands

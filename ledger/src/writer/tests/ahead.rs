@@ -226,7 +226,7 @@ async fn new_accounts_of_a_tenant_seen_from_its_empty_chain_are_decided_from_mem
         for (account, debits) in [("new0", 3), ("new1", 3), ("new2", 1), ("new9", 1)] {
             assert_eq!(
                 balances.get(account, "USD").unwrap().debits,
-                crate::wide::WideDecimal::from(debits),
+                crate::balance::WideDecimal::from(debits),
                 "{engine}: {account}"
             );
         }

@@ -94,7 +94,7 @@ async fn flood_and_check(
         let b = balances.get(&format!("cust{account}"), "USD").unwrap();
         assert_eq!(
             b.debits,
-            crate::wide::WideDecimal::from((total / 4) as i64),
+            crate::balance::WideDecimal::from((total / 4) as i64),
             "cust{account}"
         );
     }
@@ -142,7 +142,7 @@ fn unlooked_small_groups(after: usize) -> WriterConfig {
 
 /// After verifying the tenant's log: its entries, and the debits of
 /// `account` in USD.
-async fn verified_debits(storage: &Storage, account: &str) -> (i64, crate::wide::WideDecimal) {
+async fn verified_debits(storage: &Storage, account: &str) -> (i64, crate::balance::WideDecimal) {
     let report = crate::verify::verify_tenant(storage, "t", |_| {})
         .await
         .unwrap()

@@ -45,7 +45,7 @@ async fn tenants_posting_at_once_share_commits_and_keep_their_own_chains() {
                     let debits = balances.get(&account, "USD").unwrap().debits.clone();
                     assert_eq!(
                         debits,
-                        crate::wide::WideDecimal::from(per_tenant / 4),
+                        crate::balance::WideDecimal::from(per_tenant / 4),
                         "{account}"
                     );
                 }

@@ -121,9 +121,9 @@ async fn unlooked_keys_still_replay_and_conflict_and_look_ups_resume() {
         );
         let (entries, debits) = verified_debits(&db.storage, "cust").await;
         assert_eq!(entries, 19, "{engine}");
-        assert_eq!(debits, crate::wide::WideDecimal::from(17), "{engine}");
+        assert_eq!(debits, crate::balance::WideDecimal::from(17), "{engine}");
         let (_, debits) = verified_debits(&db.storage, "other").await;
-        assert_eq!(debits, crate::wide::WideDecimal::from(2), "{engine}");
+        assert_eq!(debits, crate::balance::WideDecimal::from(2), "{engine}");
     }
 }
 
@@ -180,7 +180,7 @@ async fn replays_among_unlooked_keys_under_a_flood_leave_the_ledger_exact() {
         assert_eq!(entries, total as i64, "{engine}");
         assert_eq!(
             debits,
-            crate::wide::WideDecimal::from(total as i64),
+            crate::balance::WideDecimal::from(total as i64),
             "{engine}"
         );
     }
@@ -241,7 +241,7 @@ async fn two_processes_posting_the_same_unlooked_keys_post_each_once() {
         assert!(unlooked > 0, "{engine}: no key went unlooked");
         let (entries, debits) = verified_debits(&db.storage, "cust0").await;
         assert_eq!(entries, 136, "{engine}: 16 own keys, 120 shared, once each");
-        assert_eq!(debits, crate::wide::WideDecimal::from(136), "{engine}");
+        assert_eq!(debits, crate::balance::WideDecimal::from(136), "{engine}");
         db.remove().await;
     }
 }

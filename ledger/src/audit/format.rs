@@ -149,7 +149,7 @@ impl<'a> EntryRecord<'a> {
             fingerprint: self.fingerprint.clone().into_owned(),
             recorded_at,
             // A total: plain decimal text of any size.
-            balance_after: crate::wide::WideDecimal::parse(&self.balance_after).ok_or_else(
+            balance_after: crate::balance::WideDecimal::parse(&self.balance_after).ok_or_else(
                 || {
                     format!(
                     "balance_after {:?} is not a plain decimal with at most 18 fractional digits",
@@ -307,7 +307,7 @@ mod tests {
             params: r#"{"account":"cust","metadata":{"n":"a,\"b\"\nc"}}"#.into(),
             fingerprint: "sha256:00".into(),
             recorded_at: DateTime::from_timestamp_micros(1_764_410_400_123_456).unwrap(),
-            balance_after: crate::wide::WideDecimal::parse("-3.25").unwrap(),
+            balance_after: crate::balance::WideDecimal::parse("-3.25").unwrap(),
             prev_hash: "00".into(),
             hash: "11".into(),
         }
