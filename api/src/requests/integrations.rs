@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use tally_ledger::fields::{Fields, ValidationErrors};
 use utoipa::ToSchema;
 
-use super::raw::{read, Raw};
+use super::raw::Raw;
 
 /// The fields of `PUT /v1/integrations/stripe`.
 pub const STRIPE_FIELDS: &[&str] = &["signing_secrets", "account_metadata_key"];
@@ -87,7 +87,6 @@ fn secrets(f: &mut Fields, v: Option<Value>) -> Option<Vec<String>> {
 
 /// `PUT /v1/integrations/stripe`.
 pub fn stripe_settings(body: Map<String, Value>) -> Result<StripeSettings, ValidationErrors> {
-    let body = read::<StripeIntegrationRequest>(body);
     let mut f = Fields::new(body, STRIPE_FIELDS);
     let raw = f.optional_value("signing_secrets");
     let signing_secrets = secrets(&mut f, raw);

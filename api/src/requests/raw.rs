@@ -1,11 +1,10 @@
-//! Reading a body through its typed struct.
+//! The field type of the body structs, and their field lists.
 
 use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, Visitor};
 use serde::Deserialize;
-use serde_json::{Map, Value};
 
-/// A field the body gives, whatever its value: the struct checks which
-/// fields a body has, and the ledger's parser reads their values from the
+/// A field a body struct describes, whatever its value (each field's
+/// schema says what it holds): the ledger's parser reads values from the
 /// body itself. Values never pass through serde's data model, which would
 /// turn `-0` into `0` or a 29-digit integer into an error: numbers keep
 /// their exact text and objects stay objects (see `crate::json_body`).
@@ -15,26 +14,6 @@ pub struct Raw;
 impl<'de> Deserialize<'de> for Raw {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         IgnoredAny::deserialize(d).map(|_| Raw)
-    }
-}
-
-/// Checks `body` against its typed struct `T` and gives it to the ledger's
-/// parser, which validates the values.
-///
-/// A body with a field `T` does not have goes on too: the parser names each
-/// unknown field ("is not a known field") together with every other
-/// problem of the body, in one 422, as the API always answered. `T`'s field
-/// list is the parser's (tests/openapi.rs and this module's tests hold
-/// them equal), so both refuse the same fields.
-pub fn read<T: DeserializeOwned>(body: Map<String, Value>) -> Map<String, Value> {
-    let body = Value::Object(body);
-    if let Err(e) = T::deserialize(&body) {
-        tracing::debug!(error = %e, "a body with fields its request does not have");
-    }
-    match body {
-        Value::Object(fields) => fields,
-        // Built as an object just above.
-        _ => Map::new(),
     }
 }
 

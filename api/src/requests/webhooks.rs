@@ -10,7 +10,7 @@ use tally_webhooks::store::EndpointChange;
 use tally_webhooks::url_guard::refuse_url;
 use utoipa::ToSchema;
 
-use super::raw::{read, Raw};
+use super::raw::Raw;
 use crate::views::WebhookEventType;
 
 /// The fields of `POST /v1/webhook-endpoints`.
@@ -135,7 +135,6 @@ pub fn new_endpoint(
     body: Map<String, Value>,
     allow_insecure: bool,
 ) -> Result<NewEndpoint, ValidationErrors> {
-    let body = read::<WebhookEndpointRequest>(body);
     let mut f = Fields::new(body, ENDPOINT_FIELDS);
     let raw_url = f.optional_value("url");
     if raw_url.is_none() {
@@ -164,7 +163,6 @@ pub fn endpoint_change(
     body: Map<String, Value>,
     allow_insecure: bool,
 ) -> Result<EndpointChange, ValidationErrors> {
-    let body = read::<WebhookEndpointChangeRequest>(body);
     // `description: null` clears it, so its presence is read first.
     let clears_description = matches!(body.get("description"), Some(Value::Null));
     let empty = body.is_empty();
@@ -211,7 +209,6 @@ pub fn endpoint_change(
 
 /// `POST /v1/webhook-endpoints/{id}/replay`: `from_seq`.
 pub fn replay_from(body: Map<String, Value>) -> Result<i64, ValidationErrors> {
-    let body = read::<WebhookReplayRequest>(body);
     let mut f = Fields::new(body, REPLAY_FIELDS);
     let from = f.optional_int("from_seq", 1, i64::MAX);
     if matches!(from, Some(None)) {

@@ -23,7 +23,7 @@ use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
 use crate::problem::ApiError;
-use crate::requests::{self, AccountSettingsRequest, AccountsQuery};
+use crate::requests::{AccountSettingsRequest, AccountsQuery};
 use crate::state::AppState;
 use crate::views::{AccountPage, AccountSummary, AccountView, Problem};
 
@@ -53,8 +53,7 @@ pub async fn put_account(
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Admin)?;
     let account = account.into_inner();
-    let request = EntryRequest::settings(&account, requests::read::<AccountSettingsRequest>(body))
-        .map_err(ApiError::Invalid)?;
+    let request = EntryRequest::settings(&account, body).map_err(ApiError::Invalid)?;
     match app.writers.decide(caller.tenant(), request).await? {
         Decision::Created(_) | Decision::Unchanged(_) => {
             Ok(Json(account_view(&app, caller.tenant(), &account).await?).into_response())

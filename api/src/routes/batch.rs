@@ -16,7 +16,7 @@ use super::{answer, count_embedded};
 use crate::auth::Caller;
 use crate::body::JsonObject;
 use crate::problem::{Answer, ApiError};
-use crate::requests::{self, BatchRequest};
+use crate::requests::BatchRequest;
 use crate::state::AppState;
 use crate::views::{BatchItem, BatchResults, Problem};
 
@@ -36,7 +36,7 @@ fn invalid(field: &str, message: impl Into<String>) -> ApiError {
 }
 
 fn operations(body: Map<String, Value>) -> Result<Vec<Value>, ApiError> {
-    let mut body = requests::read::<BatchRequest>(body);
+    let mut body = body;
     let mut errors = ValidationErrors::default();
     for key in body.keys() {
         if key != "operations" {
@@ -82,7 +82,7 @@ pub(crate) fn parse_operation(op: Value) -> Result<EntryRequest, Answer> {
         )
         .answer());
     };
-    requests::entry_request(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
+    EntryRequest::parse(kind, fields).map_err(|v| ApiError::Invalid(v).answer())
 }
 
 #[utoipa::path(

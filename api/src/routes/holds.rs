@@ -16,7 +16,7 @@ use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
 use crate::problem::ApiError;
-use crate::requests::{self, CaptureRequest, HoldRequest, ReleaseRequest};
+use crate::requests::{CaptureRequest, HoldRequest, ReleaseRequest};
 use crate::state::AppState;
 use crate::views::{Entry, HoldView, Problem};
 
@@ -42,10 +42,7 @@ pub async fn post_hold(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
-    decide(app, caller, Scope::Post, body, |b| {
-        EntryRequest::hold(requests::read::<HoldRequest>(b))
-    })
-    .await
+    decide(app, caller, Scope::Post, body, EntryRequest::hold).await
 }
 
 #[utoipa::path(
@@ -75,7 +72,7 @@ pub async fn post_capture(
 ) -> Result<Response, ApiError> {
     let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
-        EntryRequest::capture(&hold_id, requests::read::<CaptureRequest>(b))
+        EntryRequest::capture(&hold_id, b)
     })
     .await
 }
@@ -107,7 +104,7 @@ pub async fn post_release(
 ) -> Result<Response, ApiError> {
     let hold_id = hold_id.into_inner();
     decide(app, caller, Scope::Post, body, |b| {
-        EntryRequest::release(&hold_id, requests::read::<ReleaseRequest>(b))
+        EntryRequest::release(&hold_id, b)
     })
     .await
 }

@@ -23,7 +23,7 @@ use crate::auth::Caller;
 use crate::body::JsonObject;
 use crate::problem::{intent_problem, Answer, ApiError};
 use crate::requests::{
-    self, ClaimIntentRequest, CompleteIntentRequest, FailIntentRequest, HeartbeatIntentRequest,
+    ClaimIntentRequest, CompleteIntentRequest, FailIntentRequest, HeartbeatIntentRequest,
     IntentsQuery,
 };
 use crate::state::AppState;
@@ -131,8 +131,7 @@ pub async fn claim_intent(
     caller.require(Scope::Post)?;
     let token =
         LeaseToken::generate().map_err(|e| ApiError::Internal(format!("no random token: {e}")))?;
-    let op = ClaimOp::parse(requests::read::<ClaimIntentRequest>(body), token)
-        .map_err(ApiError::Invalid)?;
+    let op = ClaimOp::parse(body, token).map_err(ApiError::Invalid)?;
     let intent_id = op.intent_id.clone();
     let (answer, _) = decide(&app, &caller, IntentOp::Claim(op), Vec::new()).await?;
     intent_response(&intent_id, answer)
@@ -212,7 +211,6 @@ pub async fn complete_intent(
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Post)?;
     let intent_id = intent_id.into_inner();
-    let body = requests::read::<CompleteIntentRequest>(body);
     let entries = completion_entries(&body)?;
     let op = CompleteOp::parse(&intent_id, body, entries.len()).map_err(ApiError::Invalid)?;
     let (answer, decisions) = decide(&app, &caller, IntentOp::Complete(op), entries).await?;
@@ -282,8 +280,7 @@ pub async fn fail_intent(
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Post)?;
     let intent_id = intent_id.into_inner();
-    let op = FailOp::parse(&intent_id, requests::read::<FailIntentRequest>(body))
-        .map_err(ApiError::Invalid)?;
+    let op = FailOp::parse(&intent_id, body).map_err(ApiError::Invalid)?;
     let (answer, _) = decide(&app, &caller, IntentOp::Fail(op), Vec::new()).await?;
     intent_response(&intent_id, answer)
 }
@@ -314,8 +311,7 @@ pub async fn heartbeat_intent(
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Post)?;
     let intent_id = intent_id.into_inner();
-    let op = HeartbeatOp::parse(&intent_id, requests::read::<HeartbeatIntentRequest>(body))
-        .map_err(ApiError::Invalid)?;
+    let op = HeartbeatOp::parse(&intent_id, body).map_err(ApiError::Invalid)?;
     let (answer, _) = decide(&app, &caller, IntentOp::Heartbeat(op), Vec::new()).await?;
     intent_response(&intent_id, answer)
 }

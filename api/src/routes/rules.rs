@@ -14,7 +14,7 @@ use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
 use crate::problem::ApiError;
-use crate::requests::{self, AdjustmentRequest, RefundRequest, ReversalRequest};
+use crate::requests::{AdjustmentRequest, RefundRequest, ReversalRequest};
 use crate::state::AppState;
 use crate::views::{Entry, Problem};
 
@@ -41,10 +41,7 @@ pub async fn post_refund(
     caller: Caller,
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
-    decide(app, caller, Scope::Post, body, |b| {
-        EntryRequest::refund(requests::read::<RefundRequest>(b))
-    })
-    .await
+    decide(app, caller, Scope::Post, body, EntryRequest::refund).await
 }
 
 #[utoipa::path(
@@ -71,7 +68,7 @@ pub async fn post_reversal(
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     decide(app, caller, Scope::Post, body, |b| {
-        EntryRequest::reversal(requests::read::<ReversalRequest>(b))
+        EntryRequest::reversal(b)
     })
     .await
 }
@@ -99,7 +96,7 @@ pub async fn post_adjustment(
     JsonObject(body): JsonObject,
 ) -> Result<Response, ApiError> {
     decide(app, caller, Scope::Admin, body, |b| {
-        EntryRequest::adjustment(requests::read::<AdjustmentRequest>(b))
+        EntryRequest::adjustment(b)
     })
     .await
 }

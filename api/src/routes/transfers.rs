@@ -4,14 +4,14 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use tally_ledger::keys::Scope;
-use tally_ledger::request::EntryKind;
+use tally_ledger::request::{EntryKind, EntryRequest};
 
 use super::answer;
 use super::text;
 use crate::auth::Caller;
 use crate::body::JsonObject;
 use crate::problem::ApiError;
-use crate::requests::{self, PaymentRequest, UsageDebitRequest};
+use crate::requests::{PaymentRequest, UsageDebitRequest};
 use crate::state::AppState;
 use crate::views::{Entry, Problem};
 
@@ -78,7 +78,7 @@ async fn post(
     body: serde_json::Map<String, serde_json::Value>,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Post)?;
-    let request = requests::entry_request(kind, body).map_err(ApiError::Invalid)?;
+    let request = EntryRequest::parse(kind, body).map_err(ApiError::Invalid)?;
     let decision = app.writers.decide(caller.tenant(), request).await?;
     Ok(answer(decision).into_response())
 }
