@@ -2,7 +2,7 @@
 //! group decided with its write left to run on its own, and a group
 //! decided ahead from the writer's memory. The writer commits only in
 //! commit rounds (`super::round`): a group decided ahead is written in
-//! one; [`commit_group`] and [`decide_group`], a group in a transaction of
+//! one; [`commit_group`] and [`decide_in_transaction`], a group in a transaction of
 //! its own, serve tests and tools.
 
 use crate::decide::Decision;
@@ -28,7 +28,7 @@ pub async fn commit_group(
 ) -> Result<Vec<Decision>, LedgerError> {
     let mut memory = WriterMemory::default();
     let group = Group::new(tenant, requests);
-    decide_group(storage, group, &mut |_, _| {}, &mut memory)
+    decide_in_transaction(storage, group, &mut |_, _| {}, &mut memory)
         .await?
         .committed(&mut memory)
         .await
@@ -50,7 +50,7 @@ pub(crate) async fn commit_group_with(
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
-    decide_group(storage, group, final_now, memory)
+    decide_in_transaction(storage, group, final_now, memory)
         .await?
         .committed(memory)
         .await
@@ -61,7 +61,7 @@ pub(crate) async fn commit_group_with(
 /// and, to be run on their own, the write and commit still due on that
 /// transaction. `memory` already holds what the group leaves behind: if
 /// the write fails, it must forget.
-pub(crate) async fn decide_group(
+pub(crate) async fn decide_in_transaction(
     storage: &Storage,
     group: Group<'_>,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),

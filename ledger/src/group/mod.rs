@@ -5,7 +5,7 @@
 //! writes ([`run`]); the store (`crate::store`) only reads and writes those
 //! rows, through [`crate::store::GroupTransaction`].
 //!
-//! - [`commit`]: `commit_group*`, `decide_group`, `decide_ahead`:
+//! - [`commit`]: `commit_group*`, `decide_in_transaction`, `decide_ahead`:
 //!   the entry points the writer calls.
 //! - [`run`]: one group run: load, decide, build its write, teach the
 //!   writer's memory what it leaves; or decided ahead, from that memory
@@ -33,7 +33,7 @@ pub use commit::commit_group;
 pub(crate) use commit::commit_group_with;
 pub(crate) use commit::decide_ahead;
 #[cfg(test)]
-pub(crate) use commit::decide_group;
+pub(crate) use commit::decide_in_transaction;
 pub use committer::{RoundCommitter, RoundStats, MAX_ROUND_REQUESTS, MAX_ROUND_WORK};
 pub use memory::{MemoryBudget, WriterMemory, CONTENDED_FOR, MEMORY_LIMIT, PROCESS_MEMORY_LIMIT};
 pub(crate) use pending::{DecidedWrite, PendingWrite};

@@ -32,7 +32,7 @@ fn committer_stopped() -> LedgerError {
     LedgerError::Unavailable("the committer stopped before the group ran".to_owned())
 }
 
-/// Like [`super::decide_group`], in the next commit round: the group is
+/// Like [`super::decide_in_transaction`], in the next commit round: the group is
 /// decided under its head lock on the round's transaction and its rows are
 /// written there; the returned write resolves when the round commits. The
 /// memory is lent to the round and handed back with the decisions.

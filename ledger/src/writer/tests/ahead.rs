@@ -117,7 +117,7 @@ async fn a_group_decided_ahead_waits_for_the_commit_before_it() {
         let mut memory = first_debit_remembered(storage).await;
         // Decided under the head lock, which its transaction holds until
         // the write below commits.
-        let first = crate::group::decide_group(
+        let first = crate::group::decide_in_transaction(
             storage,
             Group::new("t", &[&debit("u2", "1")]),
             &mut |_, _| {},
