@@ -28,10 +28,8 @@ pub async fn commit_group(
 ) -> Result<Vec<Decision>, LedgerError> {
     let mut memory = WriterMemory::default();
     let group = Group::new(tenant, requests);
-    decide_in_transaction(storage, group, &mut |_, _| {}, &mut memory)
-        .await?
-        .committed(&mut memory)
-        .await
+    let decided = decide_in_transaction(storage, group, &mut |_, _| {}, &mut memory).await?;
+    Ok(decided.committed(&mut memory).await?.decisions)
 }
 
 /// Like [`commit_group`], and tells `final_now` (index,
@@ -50,10 +48,8 @@ pub(crate) async fn commit_group_with(
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
 ) -> Result<Vec<Decision>, LedgerError> {
-    decide_in_transaction(storage, group, final_now, memory)
-        .await?
-        .committed(memory)
-        .await
+    let decided = decide_in_transaction(storage, group, final_now, memory).await?;
+    Ok(decided.committed(memory).await?.decisions)
 }
 
 /// Opens a group transaction, locks the head and decides `requests`
@@ -74,6 +70,7 @@ pub(crate) async fn decide_in_transaction(
             decisions: d.decisions,
             write: pending_write(tx, d.write),
             start: d.start,
+            end: d.end,
         });
     if decided.is_err() {
         memory.forget();
@@ -105,6 +102,7 @@ pub(crate) async fn decide_ahead(
         decisions: decided.decisions,
         write,
         start,
+        end: decided.end,
     })
 }
 

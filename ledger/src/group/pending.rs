@@ -16,20 +16,51 @@ pub(crate) struct DecidedWrite {
     /// The head it was decided on: should the write find a key taken (and
     /// so write nothing), the writer's memory rewinds to it.
     pub start: Fence,
+    /// The head its write leaves once committed (`start` when it appends
+    /// nothing).
+    pub end: Fence,
 }
 
 impl DecidedWrite {
-    /// Runs the write; its decisions once it committed. If it failed,
-    /// `memory` forgets: the commit may have happened or not, so nothing
-    /// remembered holds.
+    /// Runs the write; its decisions and the head it left once it
+    /// committed. If it failed, `memory` forgets: the commit may have
+    /// happened or not, so nothing remembered holds.
     pub(crate) async fn committed(
         self,
         memory: &mut WriterMemory,
-    ) -> Result<Vec<Decision>, LedgerError> {
+    ) -> Result<Committed, LedgerError> {
         if let Err(e) = self.write.await {
             memory.forget();
             return Err(e);
         }
-        Ok(self.decisions)
+        Ok(Committed {
+            decisions: self.decisions,
+            start: self.start,
+            end: self.end,
+        })
     }
+}
+
+/// A group committed: its decisions, and the heads it was decided on and
+/// left.
+#[derive(Debug)]
+pub(crate) struct Committed {
+    pub decisions: Vec<Decision>,
+    pub start: Fence,
+    pub end: Fence,
+}
+
+impl Committed {
+    /// The head's seq if the group appended to the log: entries answered
+    /// as `Created`, and the log entries of intent operations, which are
+    /// answered as an intent, alike.
+    pub(crate) fn appended_up_to(&self) -> Option<i64> {
+        appended_up_to(self.start, self.end)
+    }
+}
+
+/// The seq of the last entry a group decided on `start` appends, if it
+/// leaves the head at `end`.
+pub(crate) fn appended_up_to(start: Fence, end: Fence) -> Option<i64> {
+    (end.head.seq > start.head.seq).then_some(end.head.seq)
 }

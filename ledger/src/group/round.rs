@@ -16,7 +16,7 @@ use super::committer::{RoundCommitter, RoundWork};
 use crate::LedgerError;
 
 use super::memory::WriterMemory;
-use super::pending::{DecidedWrite, PendingWrite};
+use super::pending::{Committed, DecidedWrite, PendingWrite};
 use super::run::decide;
 use super::Group;
 
@@ -25,7 +25,7 @@ use super::Group;
 /// indexes of those final before the commit) or why it could not decide.
 type Handed = (
     WriterMemory,
-    Result<(Vec<Decision>, Fence, Vec<usize>), LedgerError>,
+    Result<(Vec<Decision>, Fence, Fence, Vec<usize>), LedgerError>,
 );
 
 fn committer_stopped() -> LedgerError {
@@ -74,7 +74,8 @@ pub(crate) async fn decide_in_round(
             // The decisions go back before the write: a write that fails
             // reaches the writer through the round's answer, as the write of
             // a group of its own would.
-            let _ = hand.send((memory, Ok((decided.decisions, decided.start, finals))));
+            let heads = (decided.start, decided.end);
+            let _ = hand.send((memory, Ok((decided.decisions, heads.0, heads.1, finals))));
             Ok(decided.write)
         })
     });
@@ -82,7 +83,7 @@ pub(crate) async fn decide_in_round(
     match handed.await {
         Ok((returned, decided)) => {
             *memory = returned;
-            let (decisions, start, finals) = decided?;
+            let (decisions, start, end, finals) = decided?;
             for i in finals {
                 final_now(i, &decisions[i]);
             }
@@ -94,6 +95,7 @@ pub(crate) async fn decide_in_round(
                 decisions,
                 write,
                 start,
+                end,
             })
         }
         // Never run: its round could not begin, or the committer stopped.
@@ -112,7 +114,7 @@ pub(crate) async fn commit_in_round(
     group: Group<'_>,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
-) -> Result<Vec<Decision>, LedgerError> {
+) -> Result<Committed, LedgerError> {
     decide_in_round(commits, group, final_now, memory)
         .await?
         .committed(memory)

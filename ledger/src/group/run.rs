@@ -65,6 +65,7 @@ pub(crate) async fn decide<T: GroupTransaction>(
         decisions: outcome.decisions,
         write,
         start: fence,
+        end,
     })
 }
 

@@ -10,7 +10,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::decide::Decision;
 use crate::group::{
-    decide_in_round, DecidedWrite, Group, PendingWrite, RoundCommitter, WriterMemory,
+    appended_up_to, decide_in_round, DecidedWrite, Group, PendingWrite, RoundCommitter,
+    WriterMemory,
 };
 use crate::request::EntryRequest;
 use crate::store::Fence;
@@ -154,6 +155,7 @@ pub(super) async fn run(tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, st
                 decisions,
                 write,
                 start,
+                end,
             }) => {
                 drop(requests);
                 let on_top = before.is_some();
@@ -173,6 +175,7 @@ pub(super) async fn run(tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, st
                     ahead: true,
                     on_top,
                     start: Some(start),
+                    appended_up_to: appended_up_to(start, end),
                     size,
                     started,
                 };
@@ -195,6 +198,7 @@ pub(super) async fn run(tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, st
             decisions,
             write,
             start,
+            end,
         } = match decided {
             Ok(decided) => decided,
             Err(e) => {
@@ -207,6 +211,7 @@ pub(super) async fn run(tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, st
                     ahead: false,
                     on_top: false,
                     start: None,
+                    appended_up_to: None,
                     size,
                     started,
                 };
@@ -221,6 +226,7 @@ pub(super) async fn run(tenant: String, mut rx: mpsc::UnboundedReceiver<Job>, st
             ahead: false,
             on_top: false,
             start: Some(start),
+            appended_up_to: appended_up_to(start, end),
             size,
             started,
         };
@@ -339,6 +345,8 @@ pub(super) struct DecidedGroup {
     pub(super) on_top: bool,
     /// The head it was decided on (`None`: its decision failed).
     pub(super) start: Option<Fence>,
+    /// The seq of the last entry its write appends (`None`: none).
+    pub(super) appended_up_to: Option<i64>,
     pub(super) size: usize,
     pub(super) started: Instant,
 }
@@ -441,12 +449,13 @@ impl Finished<'_> {
             ahead,
             on_top,
             start,
+            appended_up_to,
             size,
             started,
         } = f;
         let failed_before = self.failed_before.swap(written.is_err(), Ordering::Relaxed);
         let result = match written {
-            Ok(()) => Ok(decisions),
+            Ok(()) => Ok((decisions, appended_up_to)),
             Err(e) => {
                 // A key taken is no sign of another writer: a replay sent
                 // unlooked (`KeyLookUps`) or a key taken since its look-up.
@@ -482,6 +491,10 @@ impl Finished<'_> {
                     let group = Group::new(self.tenant, &requests);
                     retry(self.commits, group, e, final_now, memory).await
                 }
+                .map(|c| {
+                    let appended = c.appended_up_to();
+                    (c.decisions, appended)
+                })
             }
         };
         let stats = self.stats;
@@ -503,9 +516,9 @@ impl Finished<'_> {
         );
         self.pending.fetch_sub(size, Ordering::AcqRel);
         match result {
-            Ok(decisions) => {
-                let head = decisions.iter().filter_map(created_seq).max();
-                if let Some(seq) = head {
+            Ok((decisions, appended_up_to)) => {
+                // Intent operations append too, answered as intents.
+                if let Some(seq) = appended_up_to {
                     self.heads.advanced(self.tenant, seq);
                 }
                 answers.answer_the_rest(decisions)
@@ -515,13 +528,5 @@ impl Finished<'_> {
                 answers.fail_the_rest(&e);
             }
         }
-    }
-}
-
-/// The seq of an entry this group appended.
-fn created_seq(d: &Decision) -> Option<i64> {
-    match d {
-        Decision::Created(e) => Some(e.seq),
-        _ => None,
     }
 }

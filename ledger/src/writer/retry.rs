@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::decide::Decision;
 use crate::group::RoundCommitter;
-use crate::group::{commit_in_round, Group, WriterMemory};
+use crate::group::{commit_in_round, Committed, Group, WriterMemory};
 use crate::LedgerError;
 
 /// A failed group committed nothing, and deciding is idempotent by key, so
@@ -18,7 +18,7 @@ pub(super) async fn commit_with_retry(
     group: Group<'_>,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
-) -> Result<Vec<Decision>, LedgerError> {
+) -> Result<Committed, LedgerError> {
     match commit_in_round(commits, group, final_now, memory).await {
         Err(e) => retry(commits, group, e, final_now, memory).await,
         ok => ok,
@@ -34,7 +34,7 @@ pub(super) async fn retry(
     error: LedgerError,
     final_now: &mut (dyn FnMut(usize, &Decision) + Send),
     memory: &mut WriterMemory,
-) -> Result<Vec<Decision>, LedgerError> {
+) -> Result<Committed, LedgerError> {
     match &error {
         LedgerError::Database(e) if !matches!(e, sqlx::Error::PoolTimedOut) => {
             tracing::info!(tenant = %group.tenant, error = %e, "retrying group once");

@@ -36,7 +36,8 @@ async fn a_key_taken_after_the_look_up_is_replayed_not_posted_twice() {
         &mut memory,
     )
     .await
-    .unwrap();
+    .unwrap()
+    .decisions;
     assert!(
         matches!(&decisions[..], [Decision::Replayed(e)] if e.seq == 1),
         "{decisions:?}"

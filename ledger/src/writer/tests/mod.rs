@@ -21,6 +21,7 @@ use crate::store::{EntryFilter, Storage};
 use crate::test_databases::TestDb;
 
 mod ahead;
+mod heads;
 mod look_ups;
 mod recent;
 mod retirement;
