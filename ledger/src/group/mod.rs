@@ -36,7 +36,7 @@ pub(crate) use commit::decide_ahead;
 pub(crate) use commit::decide_in_transaction;
 pub use committer::{RoundCommitter, RoundStats, MAX_ROUND_REQUESTS, MAX_ROUND_WORK};
 pub use memory::{MemoryBudget, WriterMemory, CONTENDED_FOR, MEMORY_LIMIT, PROCESS_MEMORY_LIMIT};
-pub(crate) use pending::{appended_up_to, Committed, DecidedWrite, PendingWrite};
+pub(crate) use pending::{Committed, DecidedWrite, PendingWrite};
 pub(crate) use round::{commit_in_round, decide_in_round};
 
 /// The requests of one group of a tenant, as one value down the write

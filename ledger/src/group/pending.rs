@@ -55,12 +55,6 @@ impl Committed {
     /// as `Created`, and the log entries of intent operations, which are
     /// answered as an intent, alike.
     pub(crate) fn appended_up_to(&self) -> Option<i64> {
-        appended_up_to(self.start, self.end)
+        (self.end.head.seq > self.start.head.seq).then_some(self.end.head.seq)
     }
-}
-
-/// The seq of the last entry a group decided on `start` appends, if it
-/// leaves the head at `end`.
-pub(crate) fn appended_up_to(start: Fence, end: Fence) -> Option<i64> {
-    (end.head.seq > start.head.seq).then_some(end.head.seq)
 }

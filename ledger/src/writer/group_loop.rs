@@ -10,8 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::decide::Decision;
 use crate::group::{
-    appended_up_to, decide_in_round, DecidedWrite, Group, PendingWrite, RoundCommitter,
-    WriterMemory,
+    decide_in_round, DecidedWrite, Group, PendingWrite, RoundCommitter, WriterMemory,
 };
 use crate::request::EntryRequest;
 use crate::store::Fence;
@@ -529,4 +528,10 @@ impl Finished<'_> {
             }
         }
     }
+}
+
+/// The seq of the last entry a group decided on `start` appends, if its
+/// write leaves the head at `end` (`Committed::appended_up_to` on a retry).
+fn appended_up_to(start: Fence, end: Fence) -> Option<i64> {
+    (end.head.seq > start.head.seq).then_some(end.head.seq)
 }
