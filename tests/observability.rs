@@ -9,7 +9,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::metrics::scrape;
+use common::metrics::{scrape, scrape_with_lag};
 use common::{debit, Engine, Ledger, Server};
 use serde_json::{json, Value};
 
@@ -188,7 +188,7 @@ async fn metrics_report_expired_holds_and_projection_lag(engine: Engine) {
     let server = ledger
         .server_with(&["--usage-interval-ms", "3600000", "--hold-sweep-ms", "50"])
         .await;
-    let m = scrape(&server).await;
+    let m = scrape_with_lag(&server).await;
     assert_eq!(m.get("tally_usage_projection_lag_entries", &[]), 0.0);
     assert_eq!(m.get("tally_usage_projection_lagging_tenants", &[]), 0.0);
 
@@ -223,7 +223,7 @@ async fn metrics_report_expired_holds_and_projection_lag(engine: Engine) {
     // counters: the release may commit in between, so the scrape that first
     // shows it counted can still show the lag without it. The next one
     // cannot (the counter moves only after the commit).
-    let m = scrape(&server).await;
+    let m = scrape_with_lag(&server).await;
     assert_eq!(m.get("tally_expired_holds_released_total", &[]), 1.0);
     let hold = server.get("/v1/holds/h1", &key).await.json();
     assert_eq!(hold["status"], "expired", "{hold}");

@@ -219,6 +219,24 @@ pub fn parse_exposition(text: &str) -> Exposition {
     e
 }
 
+/// A scrape that holds the usage projection lag: the lag is absent from a
+/// scrape whose database read did not finish in time (docs/operations.md),
+/// as on a loaded machine, so this scrapes again until it is there.
+pub async fn scrape_with_lag(server: &Server) -> Exposition {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let m = scrape(server).await;
+        if m.value("tally_usage_projection_lag_entries", &[]).is_some() {
+            return m;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no scrape read the usage projection lag in 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 pub async fn scrape(server: &Server) -> Exposition {
     let r = server
         .send(server.client.get(format!("{}/metrics", server.base)))
