@@ -131,6 +131,15 @@ mod tests {
             verify(Some(&good), body, &secrets(), NOW + 301, 300),
             Err(SignatureError::Stale { age: 301, .. })
         ));
+        // Signed in the future, by a clock ahead of this one: the same bound.
+        assert_eq!(
+            verify(Some(&good), body, &secrets(), NOW - 300, 300),
+            Ok(())
+        );
+        assert!(matches!(
+            verify(Some(&good), body, &secrets(), NOW - 301, 300),
+            Err(SignatureError::Stale { age: -301, .. })
+        ));
         assert_eq!(
             verify(None, body, &secrets(), NOW, 300),
             Err(SignatureError::Missing)
