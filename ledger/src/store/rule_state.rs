@@ -7,11 +7,13 @@
 //! it writes only the rows that differ from the fold and deletes the rows
 //! the fold has not: a sound ledger's rebuild rewrites nothing.
 
-use futures_util::TryStreamExt;
+use futures_util::{Stream, StreamExt, TryStreamExt};
 use sqlx::{PgConnection, QueryBuilder, Row, SqliteConnection};
 
+use crate::entry::StoredEntry;
 use crate::rule_fold::{compare, RuleFold, StoredRecord, RULE_KINDS_SQL};
 use crate::rule_state::StateRow;
+use crate::store::postgres::keyed::{self, KeyColumn};
 use crate::LedgerError;
 
 /// Rows per multi-row statement.
@@ -73,6 +75,38 @@ fn rule_entries_sql(columns: &str, placeholder: &str, order: &str) -> String {
     )
 }
 
+/// The tenant's rule entries, streamed in seq order, folded; and how many
+/// there were.
+async fn fold_entries<S>(entries: S) -> Result<(RuleFold, u64), LedgerError>
+where
+    S: Stream<Item = Result<StoredEntry, LedgerError>>,
+{
+    let mut entries = std::pin::pin!(entries);
+    let mut fold = RuleFold::new();
+    let mut count = 0u64;
+    while let Some(entry) = entries.try_next().await? {
+        fold.apply(&entry)?;
+        count += 1;
+    }
+    Ok((fold, count))
+}
+
+/// What a rebuild changes: the rows to write (missing or different) and
+/// the (kind, key) of the stored rows the fold has not, to delete.
+fn repairs(fold: &RuleFold, stored: &[StoredRecord]) -> (Vec<StateRow>, Vec<(String, String)>) {
+    let differences = compare(fold, stored);
+    let writes = differences.iter().filter_map(|d| d.repair(fold)).collect();
+    let removes = differences
+        .iter()
+        .filter(|d| d.repair(fold).is_none())
+        .map(|d| {
+            let (kind, key) = d.row_key();
+            (kind.to_owned(), key.to_owned())
+        })
+        .collect();
+    (writes, removes)
+}
+
 /// Deletes the extra rows and returns, with what was done, the rows to
 /// write (missing or different): the caller upserts them with the same
 /// statement its groups write rule state with.
@@ -80,33 +114,20 @@ pub(super) async fn rebuild_sqlite(
     conn: &mut SqliteConnection,
     tenant: &str,
 ) -> Result<(RulesRebuilt, Vec<StateRow>), LedgerError> {
-    let mut fold = RuleFold::new();
-    let mut entries = 0u64;
     let sql = rule_entries_sql(super::sqlite::columns::ENTRY_COLUMNS, "?", "+seq");
-    {
-        let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
-        while let Some(r) = rows.try_next().await? {
-            fold.apply(&super::sqlite::columns::entry(&r)?)?;
-            entries += 1;
-        }
-    }
+    let rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
+    let (fold, entries) = fold_entries(rows.map(|r| super::sqlite::columns::entry(&r?))).await?;
     let stored = stored_sqlite(conn, tenant).await?;
-    let differences = compare(&fold, &stored);
-    let writes: Vec<StateRow> = differences.iter().filter_map(|d| d.repair(&fold)).collect();
-    let removes: Vec<(&str, &str)> = differences
-        .iter()
-        .filter(|d| d.repair(&fold).is_none())
-        .map(|d| d.row_key())
-        .collect();
+    let (writes, removes) = repairs(&fold, &stored);
     for chunk in removes.chunks(ROWS_PER_STATEMENT) {
         let mut q = QueryBuilder::<sqlx::Sqlite>::new("DELETE FROM rule_state WHERE tenant_id = ");
         q.push_bind(tenant).push(" AND (kind, key) IN (VALUES ");
         let mut sep = q.separated(", ");
         for (kind, key) in chunk {
             sep.push("(")
-                .push_bind_unseparated(*kind)
+                .push_bind_unseparated(kind.as_str())
                 .push_unseparated(", ")
-                .push_bind_unseparated(*key)
+                .push_bind_unseparated(key.as_str())
                 .push_unseparated(")");
         }
         q.push(")");
@@ -125,35 +146,17 @@ pub(super) async fn rebuild_pg(
     conn: &mut PgConnection,
     tenant: &str,
 ) -> Result<RulesRebuilt, LedgerError> {
-    let mut fold = RuleFold::new();
-    let mut entries = 0u64;
     let sql = rule_entries_sql(super::postgres::columns::ENTRY_COLUMNS, "$1", "seq");
-    {
-        let mut rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
-        while let Some(r) = rows.try_next().await? {
-            fold.apply(&super::postgres::columns::entry(&r)?)?;
-            entries += 1;
-        }
-    }
+    let rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
+    let (fold, entries) = fold_entries(rows.map(|r| super::postgres::columns::entry(&r?))).await?;
     let stored = stored_pg(conn, tenant).await?;
-    let differences = compare(&fold, &stored);
-    let writes: Vec<StateRow> = differences.iter().filter_map(|d| d.repair(&fold)).collect();
-    let (kinds, keys): (Vec<&str>, Vec<&str>) = differences
+    let (writes, removes) = repairs(&fold, &stored);
+    let (kinds, keys): (Vec<&str>, Vec<&str>) = removes
         .iter()
-        .filter(|d| d.repair(&fold).is_none())
-        .map(|d| d.row_key())
+        .map(|(kind, key)| (kind.as_str(), key.as_str()))
         .unzip();
-    if !kinds.is_empty() {
-        sqlx::query(
-            "DELETE FROM rule_state r USING UNNEST($2::text[], $3::text[]) AS d(kind, key) \
-             WHERE r.tenant_id = $1 AND r.kind = d.kind AND r.key = d.key",
-        )
-        .bind(tenant)
-        .bind(&kinds)
-        .bind(&keys)
-        .execute(&mut *conn)
-        .await?;
-    }
+    let row_keys: [KeyColumn<'_>; 2] = [("kind", &kinds), ("key", &keys)];
+    keyed::delete(conn, tenant, "rule_state", &row_keys).await?;
     for chunk in writes.chunks(ROWS_PER_STATEMENT * 40) {
         let kinds: Vec<&str> = chunk.iter().map(|r| r.kind).collect();
         let keys: Vec<&str> = chunk.iter().map(|r| r.key.as_str()).collect();

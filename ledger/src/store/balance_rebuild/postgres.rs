@@ -5,6 +5,7 @@ use crate::balance::WideDecimal;
 use crate::balance::{BalanceProjection, PostingSums, Side};
 use crate::fold::LogFold;
 use crate::store::hold_rows_sql;
+use crate::store::postgres::keyed::{self, KeyColumn};
 use crate::LedgerError;
 use futures_util::TryStreamExt;
 use sqlx::{PgConnection, PgPool, Row};
@@ -124,21 +125,10 @@ pub(super) async fn remove(
     tenant: &str,
     rows: &[(String, String)],
 ) -> Result<(), LedgerError> {
-    if rows.is_empty() {
-        return Ok(());
-    }
     let (accounts, units): (Vec<&str>, Vec<&str>) =
         rows.iter().map(|(a, u)| (a.as_str(), u.as_str())).unzip();
-    sqlx::query(
-        "DELETE FROM balances b USING UNNEST($2::text[], $3::text[]) AS k(account, unit) \
-         WHERE b.tenant_id = $1 AND b.account = k.account AND b.unit = k.unit",
-    )
-    .bind(tenant)
-    .bind(&accounts)
-    .bind(&units)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
+    let keys: [KeyColumn<'_>; 2] = [("account", &accounts), ("unit", &units)];
+    keyed::delete(conn, tenant, "balances", &keys).await
 }
 
 /// Block ranges of the entries heap a rebuild reads, one connection each:

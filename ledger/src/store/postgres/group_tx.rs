@@ -4,6 +4,7 @@
 use sqlx::{PgConnection, Postgres, Row, Transaction};
 
 use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
+use super::keyed::probe;
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
@@ -15,34 +16,17 @@ use crate::store::transaction::head_moved;
 use crate::store::transaction::{Fence, GroupTransaction, GroupWrite};
 use crate::LedgerError;
 
-/// Entries holding one of `keys`.
+/// Entries holding one of `keys`: a probe of the UNIQUE
+/// (tenant_id, kind, upstream_id) index per key.
 pub(super) async fn keyed_entries(
     conn: &mut PgConnection,
     tenant: &str,
     keys: &[(EntryKind, &str)],
 ) -> Result<Vec<StoredEntry>, LedgerError> {
-    // One probe of the UNIQUE (tenant_id, kind, upstream_id) index per
-    // key, written as a LATERAL join so that the prepared statement's
-    // generic plan cannot turn it into a scan of the tenant's entries:
-    // cost grows with the group, not with the log. Measured under load:
-    // `(kind, upstream_id) IN (SELECT * FROM
-    // UNNEST(..))` took 4.7 ms for ~30 keys; `kind = ANY AND upstream_id =
-    // ANY` planned a scan; `kind = $2 AND upstream_id = ANY($3)` took
-    // 460 ms for 1,000 keys. `OFFSET 0` keeps the subquery from being
-    // flattened into a plain join (which may be hashed against a scan).
     let kinds: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
     let ids: Vec<&str> = keys.iter().map(|(_, id)| *id).collect();
-    let sql = format!(
-        "SELECT e.* FROM UNNEST($2::text[], $3::text[]) AS k(kind, upstream_id) \
-         CROSS JOIN LATERAL (SELECT {ENTRY_COLUMNS} FROM entries \
-           WHERE tenant_id = $1 AND kind = k.kind AND upstream_id = k.upstream_id OFFSET 0) e"
-    );
-    let rows = sqlx::query(&sql)
-        .bind(tenant)
-        .bind(&kinds)
-        .bind(&ids)
-        .fetch_all(&mut *conn)
-        .await?;
+    let keys: [(&str, &[&str]); 2] = [("kind", &kinds), ("upstream_id", &ids)];
+    let rows = probe(conn, tenant, ("entries", ENTRY_COLUMNS), &keys).await?;
     rows.iter().map(entry).collect()
 }
 
@@ -94,20 +78,9 @@ impl GroupTransaction for PgGroup {
         tenant: &str,
         accounts: &[&str],
     ) -> Result<Vec<(String, String, AccountBalance)>, LedgerError> {
-        // A probe per account, as for the keys: `account = ANY($2)` with a
-        // thousand accounts was measured at ~290 ms per group under load.
-        // `OFFSET 0` keeps the probe a probe: flattened, the join was hashed
-        // against a scan of every balance of the tenant (3 ms for one debit).
-        let sql = format!(
-            "SELECT b.* FROM UNNEST($2::text[]) AS k(account) \
-             CROSS JOIN LATERAL (SELECT {BALANCE_COLUMNS} FROM balances \
-               WHERE tenant_id = $1 AND account = k.account OFFSET 0) b"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(tenant)
-            .bind(accounts)
-            .fetch_all(&mut *self.tx)
-            .await?;
+        let keys: [(&str, &[&str]); 1] = [("account", accounts)];
+        let table = ("balances", BALANCE_COLUMNS);
+        let rows = probe(&mut self.tx, tenant, table, &keys).await?;
         rows.iter()
             .map(|r| {
                 Ok((
@@ -124,16 +97,8 @@ impl GroupTransaction for PgGroup {
         tenant: &str,
         ids: &[&str],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        let sql = format!(
-            "SELECT e.* FROM UNNEST($2::text[]) AS k(id) \
-             CROSS JOIN LATERAL (SELECT {ENTRY_COLUMNS} FROM entries \
-               WHERE tenant_id = $1 AND id = k.id OFFSET 0) e"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(tenant)
-            .bind(ids)
-            .fetch_all(&mut *self.tx)
-            .await?;
+        let keys: [(&str, &[&str]); 1] = [("id", ids)];
+        let rows = probe(&mut self.tx, tenant, ("entries", ENTRY_COLUMNS), &keys).await?;
         rows.iter().map(entry).collect()
     }
 
@@ -142,20 +107,12 @@ impl GroupTransaction for PgGroup {
         tenant: &str,
         keys: &[StateKey],
     ) -> Result<Vec<(String, String, String)>, LedgerError> {
-        // One primary-key probe per record, for the reasons given at
-        // `entries_with_keys`: the cost follows the group, not the tenant.
+        // One primary-key probe per record.
         let kinds: Vec<&str> = keys.iter().map(StateKey::kind).collect();
         let ids: Vec<&str> = keys.iter().map(StateKey::key).collect();
-        let rows = sqlx::query(
-            "SELECT r.kind, r.key, r.value FROM UNNEST($2::text[], $3::text[]) AS k(kind, key) \
-             CROSS JOIN LATERAL (SELECT kind, key, value FROM rule_state \
-               WHERE tenant_id = $1 AND kind = k.kind AND key = k.key OFFSET 0) r",
-        )
-        .bind(tenant)
-        .bind(&kinds)
-        .bind(&ids)
-        .fetch_all(&mut *self.tx)
-        .await?;
+        let keys: [(&str, &[&str]); 2] = [("kind", &kinds), ("key", &ids)];
+        let table = ("rule_state", "kind, key, value");
+        let rows = probe(&mut self.tx, tenant, table, &keys).await?;
         rows.iter()
             .map(|row| {
                 Ok((

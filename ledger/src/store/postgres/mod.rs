@@ -6,6 +6,7 @@
 pub mod citus;
 pub(super) mod columns;
 mod group_tx;
+pub(crate) mod keyed;
 mod read_ahead;
 mod round_write;
 #[cfg(test)]
