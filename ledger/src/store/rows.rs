@@ -8,6 +8,7 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 use crate::balance::WideDecimal;
 use crate::entry::{EntryStatus, StoredEntry};
 use crate::request::EntryKind;
+use crate::store::engine_db::EngineDb;
 use crate::LedgerError;
 
 /// Filters of `GET /v1/entries`.
@@ -207,17 +208,21 @@ where
     })
 }
 
-/// Decodes the debits, credits and held columns of a balance row, which
-/// both engines deliver as exact decimal text.
-pub(crate) fn decode_balance<'r, R>(
-    row: &'r R,
-) -> Result<crate::balance::AccountBalance, LedgerError>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-{
-    balance_from_text(|c| row.try_get::<String, _>(c))
+/// A balance row as (account, unit, balance): the columns of
+/// `BALANCE_COLUMNS`.
+pub(crate) fn decode_account_balance<DB: EngineDb>(
+    row: &DB::Row,
+) -> Result<(String, String, crate::balance::AccountBalance), LedgerError> {
+    let balance = balance_from_text(|c| DB::text(row, c))?;
+    Ok((DB::text(row, "account")?, DB::text(row, "unit")?, balance))
+}
+
+/// A rule-state row selected with `kind, key, value`, as those three.
+pub(crate) fn decode_state_record<DB: EngineDb>(
+    row: &DB::Row,
+) -> Result<(String, String, String), LedgerError> {
+    let text = |column| DB::text(row, column);
+    Ok((text("kind")?, text("key")?, text("value")?))
 }
 
 /// The balance whose `debits`, `credits` and `held` columns `text` reads

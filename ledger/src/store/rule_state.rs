@@ -8,11 +8,12 @@
 //! the fold has not: a sound ledger's rebuild rewrites nothing.
 
 use futures_util::{Stream, StreamExt, TryStreamExt};
-use sqlx::{PgConnection, QueryBuilder, Row, SqliteConnection};
+use sqlx::{PgConnection, QueryBuilder, SqliteConnection};
 
 use crate::entry::StoredEntry;
 use crate::rule_fold::{compare, RuleFold, StoredRecord, RULE_KINDS_SQL};
 use crate::rule_state::StateRow;
+use crate::store::engine_db::{Arg, EngineDb, Sql};
 use crate::store::postgres::keyed::{self, KeyColumn};
 use crate::LedgerError;
 
@@ -31,38 +32,27 @@ pub struct RulesRebuilt {
     pub removed: usize,
 }
 
-fn record<R: Row>(r: &R) -> Result<StoredRecord, LedgerError>
-where
-    usize: sqlx::ColumnIndex<R>,
-    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-{
-    Ok(StoredRecord {
-        kind: r.try_get(0)?,
-        key: r.try_get(1)?,
-        value: r.try_get(2)?,
-        expires_at: r.try_get(3)?,
-    })
-}
-
-/// Both engines' SQL (sqlx-sqlite reads `$1` as the first argument).
-const STORED_SQL: &str =
-    "SELECT kind, key, value, expires_at FROM rule_state WHERE tenant_id = $1 ORDER BY kind, key";
-
-pub(super) async fn stored_sqlite(
-    conn: &mut SqliteConnection,
+/// Every rule-state row of a tenant, as stored, on `conn`.
+pub(super) async fn stored<DB: EngineDb>(
+    conn: &mut DB::Connection,
     tenant: &str,
 ) -> Result<Vec<StoredRecord>, LedgerError> {
-    let rows = sqlx::query(STORED_SQL).bind(tenant).fetch_all(conn).await?;
-    rows.iter().map(record).collect()
-}
-
-pub(super) async fn stored_pg(
-    conn: &mut PgConnection,
-    tenant: &str,
-) -> Result<Vec<StoredRecord>, LedgerError> {
-    let rows = sqlx::query(STORED_SQL).bind(tenant).fetch_all(conn).await?;
-    rows.iter().map(record).collect()
+    let sql = Sql::with(
+        "SELECT kind, key, value, expires_at FROM rule_state WHERE tenant_id = $1 \
+         ORDER BY kind, key",
+        [Arg::Text(tenant)],
+    );
+    let rows = DB::fetch_all(conn, &sql).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(StoredRecord {
+                kind: DB::text(r, "kind")?,
+                key: DB::text(r, "key")?,
+                value: DB::text(r, "value")?,
+                expires_at: DB::opt_text(r, "expires_at")?,
+            })
+        })
+        .collect()
 }
 
 /// Folds, in seq order, the entries that change rule state.
@@ -117,7 +107,7 @@ pub(super) async fn rebuild_sqlite(
     let sql = rule_entries_sql(super::sqlite::columns::ENTRY_COLUMNS, "?", "+seq");
     let rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
     let (fold, entries) = fold_entries(rows.map(|r| super::sqlite::columns::entry(&r?))).await?;
-    let stored = stored_sqlite(conn, tenant).await?;
+    let stored = stored::<sqlx::Sqlite>(conn, tenant).await?;
     let (writes, removes) = repairs(&fold, &stored);
     for chunk in removes.chunks(ROWS_PER_STATEMENT) {
         let mut q = QueryBuilder::<sqlx::Sqlite>::new("DELETE FROM rule_state WHERE tenant_id = ");
@@ -149,7 +139,7 @@ pub(super) async fn rebuild_pg(
     let sql = rule_entries_sql(super::postgres::columns::ENTRY_COLUMNS, "$1", "seq");
     let rows = sqlx::query(&sql).bind(tenant).fetch(&mut *conn);
     let (fold, entries) = fold_entries(rows.map(|r| super::postgres::columns::entry(&r?))).await?;
-    let stored = stored_pg(conn, tenant).await?;
+    let stored = stored::<sqlx::Postgres>(conn, tenant).await?;
     let (writes, removes) = repairs(&fold, &stored);
     let (kinds, keys): (Vec<&str>, Vec<&str>) = removes
         .iter()

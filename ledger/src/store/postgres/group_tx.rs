@@ -1,15 +1,15 @@
 //! A group's transaction on PostgreSQL: the head row's `FOR UPDATE` lock,
 //! and a probe per key, account, id or record.
 
-use sqlx::{PgConnection, Postgres, Row, Transaction};
+use sqlx::{PgConnection, Postgres, Transaction};
 
 use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
-use super::keyed::probe;
+use super::keyed::{probe, KeyColumn};
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
 use crate::rule_state::StateKey;
-use crate::store::rows::decode_balance;
+use crate::store::rows::{decode_account_balance, decode_state_record};
 use crate::store::rule_state::RulesRebuilt;
 use crate::store::shared::group_tx::{create_head, read_fence};
 use crate::store::transaction::head_moved;
@@ -25,7 +25,7 @@ pub(super) async fn keyed_entries(
 ) -> Result<Vec<StoredEntry>, LedgerError> {
     let kinds: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
     let ids: Vec<&str> = keys.iter().map(|(_, id)| *id).collect();
-    let keys: [(&str, &[&str]); 2] = [("kind", &kinds), ("upstream_id", &ids)];
+    let keys: [KeyColumn<'_>; 2] = [("kind", &kinds), ("upstream_id", &ids)];
     let rows = probe(conn, tenant, ("entries", ENTRY_COLUMNS), &keys).await?;
     rows.iter().map(entry).collect()
 }
@@ -78,17 +78,11 @@ impl GroupTransaction for PgGroup {
         tenant: &str,
         accounts: &[&str],
     ) -> Result<Vec<(String, String, AccountBalance)>, LedgerError> {
-        let keys: [(&str, &[&str]); 1] = [("account", accounts)];
+        let keys: [KeyColumn<'_>; 1] = [("account", accounts)];
         let table = ("balances", BALANCE_COLUMNS);
         let rows = probe(&mut self.tx, tenant, table, &keys).await?;
         rows.iter()
-            .map(|r| {
-                Ok((
-                    r.try_get("account")?,
-                    r.try_get("unit")?,
-                    decode_balance(r)?,
-                ))
-            })
+            .map(decode_account_balance::<Postgres>)
             .collect()
     }
 
@@ -97,7 +91,7 @@ impl GroupTransaction for PgGroup {
         tenant: &str,
         ids: &[&str],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
-        let keys: [(&str, &[&str]); 1] = [("id", ids)];
+        let keys: [KeyColumn<'_>; 1] = [("id", ids)];
         let rows = probe(&mut self.tx, tenant, ("entries", ENTRY_COLUMNS), &keys).await?;
         rows.iter().map(entry).collect()
     }
@@ -110,18 +104,10 @@ impl GroupTransaction for PgGroup {
         // One primary-key probe per record.
         let kinds: Vec<&str> = keys.iter().map(StateKey::kind).collect();
         let ids: Vec<&str> = keys.iter().map(StateKey::key).collect();
-        let keys: [(&str, &[&str]); 2] = [("kind", &kinds), ("key", &ids)];
+        let keys: [KeyColumn<'_>; 2] = [("kind", &kinds), ("key", &ids)];
         let table = ("rule_state", "kind, key, value");
         let rows = probe(&mut self.tx, tenant, table, &keys).await?;
-        rows.iter()
-            .map(|row| {
-                Ok((
-                    row.try_get("kind")?,
-                    row.try_get("key")?,
-                    row.try_get("value")?,
-                ))
-            })
-            .collect()
+        rows.iter().map(decode_state_record::<Postgres>).collect()
     }
 
     async fn write_balances(

@@ -25,7 +25,6 @@ use super::shared::EngineStore;
 use super::transaction::GroupWrite;
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
-use crate::rule_fold::StoredRecord;
 use crate::LedgerError;
 use columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
 use group_tx::keyed_entries;
@@ -91,13 +90,6 @@ impl EngineStore for PostgresStore {
         keys: &[(EntryKind, &str)],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
         keyed_entries(conn, tenant, keys).await
-    }
-
-    async fn stored_rules(
-        conn: &mut PgConnection,
-        tenant: &str,
-    ) -> Result<Vec<StoredRecord>, LedgerError> {
-        super::rule_state::stored_pg(conn, tenant).await
     }
 
     /// A page of the log, its rows handed over as they come.

@@ -10,7 +10,7 @@ use super::columns::BALANCE_COLUMNS;
 use super::group_tx::PgGroup;
 use crate::chain::GENESIS_HASH;
 use crate::store::read_ahead::{ReadAhead, ReadAheadRows};
-use crate::store::rows::decode_balance;
+use crate::store::rows::{decode_account_balance, decode_state_record};
 use crate::store::transaction::{decode_fence, GroupTransaction};
 use crate::LedgerError;
 
@@ -73,11 +73,9 @@ impl PgGroup {
             {
                 let tenant: String = row.try_get("tenant_id")?;
                 if let Some(&i) = of.get(tenant.as_str()) {
-                    rows[i].balances.push((
-                        row.try_get("account")?,
-                        row.try_get("unit")?,
-                        decode_balance(&row)?,
-                    ));
+                    rows[i]
+                        .balances
+                        .push(decode_account_balance::<sqlx::Postgres>(&row)?);
                 }
             }
         }
@@ -106,11 +104,7 @@ impl PgGroup {
             {
                 let tenant: String = row.try_get("tenant_id")?;
                 if let Some(&i) = of.get(tenant.as_str()) {
-                    rows[i].records.push((
-                        row.try_get("kind")?,
-                        row.try_get("key")?,
-                        row.try_get("value")?,
-                    ));
+                    rows[i].records.push(decode_state_record::<sqlx::Postgres>(&row)?);
                 }
             }
         }

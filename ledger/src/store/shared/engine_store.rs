@@ -10,7 +10,6 @@ use sqlx::{Database, Pool};
 
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
-use crate::rule_fold::StoredRecord;
 use crate::store::engine_db::{Arg, EngineDb, Sql};
 use crate::store::rule_state::RulesRebuilt;
 use crate::store::transaction::GroupTransaction;
@@ -62,12 +61,6 @@ pub(in crate::store) trait EngineStore: Sync {
         tenant: &str,
         keys: &[(EntryKind, &str)],
     ) -> impl Future<Output = Result<Vec<StoredEntry>, LedgerError>> + Send;
-
-    /// Every rule-state row of a tenant, as stored.
-    fn stored_rules(
-        conn: &mut Connection<Self>,
-        tenant: &str,
-    ) -> impl Future<Output = Result<Vec<StoredRecord>, LedgerError>> + Send;
 
     /// The entries a log walk (`entry_reads::log_walk`) selects, read the
     /// engine's fastest way.

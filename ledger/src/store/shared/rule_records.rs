@@ -43,7 +43,7 @@ pub(in crate::store) async fn rule_state_rows<S: EngineStore>(
     store: &S,
     tenant: &str,
 ) -> Result<Vec<StoredRecord>, LedgerError> {
-    S::stored_rules(&mut *store.pool().acquire().await?, tenant).await
+    crate::store::rule_state::stored::<S::Db>(&mut *store.pool().acquire().await?, tenant).await
 }
 
 /// Rebuilds the tenant's rule state from its log under its head lock.

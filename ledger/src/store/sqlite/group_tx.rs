@@ -2,14 +2,14 @@
 //! `BEGIN IMMEDIATE`; multi-row statements in chunks below the
 //! bound-parameter limit.
 
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, Transaction};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection, Transaction};
 
 use super::columns::{entry, ENTRY_COLUMNS, ROWS_PER_INSERT};
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
 use crate::rule_state::{StateKey, StateRow};
-use crate::store::rows::decode_balance;
+use crate::store::rows::{decode_account_balance, decode_state_record};
 use crate::store::rule_state::RulesRebuilt;
 use crate::store::shared::group_tx::{create_head, read_fence};
 use crate::store::transaction::{Fence, GroupTransaction, GroupWrite};
@@ -164,11 +164,7 @@ impl GroupTransaction for SqliteGroup {
             }
             q.push(")");
             for row in q.build().fetch_all(&mut *self.tx).await? {
-                out.push((
-                    row.try_get("account")?,
-                    row.try_get("unit")?,
-                    decode_balance(&row)?,
-                ));
+                out.push(decode_account_balance::<Sqlite>(&row)?);
             }
         }
         Ok(out)
@@ -203,11 +199,7 @@ impl GroupTransaction for SqliteGroup {
             q.push_bind(tenant)
                 .push(" AND r.kind = v.k AND r.key = v.y");
             for row in q.build().fetch_all(&mut *self.tx).await? {
-                out.push((
-                    row.try_get("kind")?,
-                    row.try_get("key")?,
-                    row.try_get("value")?,
-                ));
+                out.push(decode_state_record::<Sqlite>(&row)?);
             }
         }
         Ok(out)

@@ -22,7 +22,6 @@ use super::rule_state::RulesRebuilt;
 use super::shared::EngineStore;
 use crate::entry::{format_recorded_at, StoredEntry};
 use crate::request::EntryKind;
-use crate::rule_fold::StoredRecord;
 use crate::LedgerError;
 use columns::{entry, ENTRY_COLUMNS};
 use group_tx::keyed_entries;
@@ -113,13 +112,6 @@ impl EngineStore for SqliteStore {
         keys: &[(EntryKind, &str)],
     ) -> Result<Vec<StoredEntry>, LedgerError> {
         keyed_entries(conn, tenant, keys).await
-    }
-
-    async fn stored_rules(
-        conn: &mut SqliteConnection,
-        tenant: &str,
-    ) -> Result<Vec<StoredRecord>, LedgerError> {
-        super::rule_state::stored_sqlite(conn, tenant).await
     }
 
     /// A page of the log, packed by SQLite as one JSON array: sqlx hands

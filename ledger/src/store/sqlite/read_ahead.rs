@@ -9,7 +9,7 @@ use super::columns::ROWS_PER_INSERT;
 use super::group_tx::SqliteGroup;
 use crate::chain::GENESIS_HASH;
 use crate::store::read_ahead::{ReadAhead, ReadAheadRows};
-use crate::store::rows::decode_balance;
+use crate::store::rows::{decode_account_balance, decode_state_record};
 use crate::store::transaction::decode_fence;
 use crate::LedgerError;
 
@@ -70,11 +70,9 @@ impl SqliteGroup {
             for row in q.build().fetch_all(&mut *self.tx).await? {
                 let tenant: String = row.try_get("tenant_id")?;
                 if let Some(&i) = of.get(tenant.as_str()) {
-                    rows[i].balances.push((
-                        row.try_get("account")?,
-                        row.try_get("unit")?,
-                        decode_balance(&row)?,
-                    ));
+                    rows[i]
+                        .balances
+                        .push(decode_account_balance::<Sqlite>(&row)?);
                 }
             }
         }
@@ -99,11 +97,7 @@ impl SqliteGroup {
             for row in q.build().fetch_all(&mut *self.tx).await? {
                 let tenant: String = row.try_get("tenant_id")?;
                 if let Some(&i) = of.get(tenant.as_str()) {
-                    rows[i].records.push((
-                        row.try_get("kind")?,
-                        row.try_get("key")?,
-                        row.try_get("value")?,
-                    ));
+                    rows[i].records.push(decode_state_record::<Sqlite>(&row)?);
                 }
             }
         }
