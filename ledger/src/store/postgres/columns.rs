@@ -1,5 +1,5 @@
-//! The entry and balance rows as PostgreSQL stores them: their columns and
-//! the decoding of an entry.
+//! The entry rows as PostgreSQL stores them: their columns and their
+//! decoding.
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
@@ -18,6 +18,3 @@ pub(in crate::store) fn entry(row: &PgRow) -> Result<StoredEntry, LedgerError> {
     let recorded_at: DateTime<Utc> = row.try_get("recorded_at")?;
     decode_entry(row, recorded_at)
 }
-
-pub(in crate::store) const BALANCE_COLUMNS: &str =
-    "account, unit, debits::text AS debits, credits::text AS credits, held::text AS held";

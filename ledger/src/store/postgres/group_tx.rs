@@ -3,7 +3,7 @@
 
 use sqlx::{PgConnection, Postgres, Transaction};
 
-use super::columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
+use super::columns::{entry, ENTRY_COLUMNS};
 use super::keyed::{probe, KeyColumn};
 use crate::balance::AccountBalance;
 use crate::entry::StoredEntry;
@@ -12,6 +12,7 @@ use crate::rule_state::StateKey;
 use crate::store::rows::{decode_account_balance, decode_state_record};
 use crate::store::rule_state::RulesRebuilt;
 use crate::store::shared::group_tx::{create_head, read_fence};
+use crate::store::shared::sql::BALANCE_COLUMNS;
 use crate::store::transaction::head_moved;
 use crate::store::transaction::{Fence, GroupTransaction, GroupWrite};
 use crate::LedgerError;

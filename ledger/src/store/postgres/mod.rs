@@ -26,7 +26,7 @@ use super::transaction::GroupWrite;
 use crate::entry::StoredEntry;
 use crate::request::EntryKind;
 use crate::LedgerError;
-use columns::{entry, BALANCE_COLUMNS, ENTRY_COLUMNS};
+use columns::{entry, ENTRY_COLUMNS};
 use group_tx::keyed_entries;
 pub(crate) use group_tx::PgGroup;
 use round_write::write_together;
@@ -50,12 +50,6 @@ impl EngineStore for PostgresStore {
     type Group = PgGroup;
 
     const ENTRY_COLUMNS: &'static str = ENTRY_COLUMNS;
-    const BALANCE_COLUMNS: &'static str = BALANCE_COLUMNS;
-    const BALANCE_ROWS: &'static str = "SELECT b.unit, b.debits::text AS debits, \
-           b.credits::text AS credits, b.held::text AS held, h.seq AS head_seq \
-         FROM ledger_heads h LEFT JOIN balances b \
-           ON b.tenant_id = h.tenant_id AND b.account = $2 \
-         WHERE h.tenant_id = $1 ORDER BY b.unit";
     /// The database's `now()`: nothing to bind for `created_at`.
     const INSERT_API_KEY: &'static str =
         "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, now())";

@@ -6,11 +6,11 @@
 
 use sqlx::Row;
 
-use super::columns::BALANCE_COLUMNS;
 use super::group_tx::PgGroup;
 use crate::chain::GENESIS_HASH;
 use crate::store::read_ahead::{ReadAhead, ReadAheadRows};
 use crate::store::rows::{decode_account_balance, decode_state_record};
+use crate::store::shared::sql::BALANCE_COLUMNS;
 use crate::store::transaction::{decode_fence, GroupTransaction};
 use crate::LedgerError;
 

@@ -12,7 +12,10 @@ pub(in crate::store) async fn balance_rows<S: EngineStore>(
     tenant: &str,
     account: &str,
 ) -> Result<(Vec<BalanceRow>, i64), LedgerError> {
-    let sql = Sql::with(S::BALANCE_ROWS, [Arg::Text(tenant), Arg::Text(account)]);
+    let sql = Sql::with(
+        super::sql::BALANCE_ROWS,
+        [Arg::Text(tenant), Arg::Text(account)],
+    );
     let mut seq = 0;
     let mut out = Vec::new();
     for r in &rows(store, &sql).await? {
@@ -34,7 +37,7 @@ pub(in crate::store) async fn stored_balances<S: EngineStore>(
 ) -> Result<BalanceProjection, LedgerError> {
     let text = format!(
         "SELECT {} FROM balances WHERE tenant_id = $1",
-        S::BALANCE_COLUMNS
+        super::sql::BALANCE_COLUMNS
     );
     let mut p = BalanceProjection::new();
     for r in &rows(store, &Sql::with(&text, [Arg::Text(tenant)])).await? {

@@ -28,13 +28,6 @@ pub(in crate::store) trait EngineStore: Sync {
 
     /// The columns [`EngineStore::decode_entry`] reads.
     const ENTRY_COLUMNS: &'static str;
-    /// `account, unit, debits, credits, held`, the totals as exact text.
-    const BALANCE_COLUMNS: &'static str;
-    /// An account's balances (`unit, debits, credits, held`) beside the
-    /// head seq (`head_seq`) in one statement: one snapshot, and a row
-    /// with no balance if the account has none. `$1` the tenant, `$2` the
-    /// account.
-    const BALANCE_ROWS: &'static str;
     /// Inserts an api key (`$1` tenant, `$2` hash, `$3` scopes, and
     /// `$4` the time [`EngineStore::created_now`] gives, if it gives one).
     const INSERT_API_KEY: &'static str;

@@ -31,3 +31,20 @@ pub(in crate::store) const CREATE_HEAD: &str =
 /// Writers must not trust records they remember across a rewrite.
 pub(in crate::store) const BUMP_GENERATION: &str =
     "UPDATE ledger_heads SET generation = generation + 1 WHERE tenant_id = $1";
+
+/// A balance row's columns, its amounts as exact decimal text on both
+/// engines (PostgreSQL stores NUMERIC; SQLite stores STRICT TEXT, which
+/// casts to itself).
+pub(in crate::store) const BALANCE_COLUMNS: &str = "account, unit, \
+     CAST(debits AS TEXT) AS debits, CAST(credits AS TEXT) AS credits, \
+     CAST(held AS TEXT) AS held";
+
+/// An account's balances (`unit, debits, credits, held`) beside the head
+/// seq (`head_seq`) in one statement: one snapshot, and a row with no
+/// balance if the account has none. `$1` the tenant, `$2` the account.
+pub(in crate::store) const BALANCE_ROWS: &str = "SELECT b.unit, \
+       CAST(b.debits AS TEXT) AS debits, CAST(b.credits AS TEXT) AS credits, \
+       CAST(b.held AS TEXT) AS held, h.seq AS head_seq \
+     FROM ledger_heads h LEFT JOIN balances b \
+       ON b.tenant_id = h.tenant_id AND b.account = $2 \
+     WHERE h.tenant_id = $1 ORDER BY b.unit";

@@ -73,12 +73,6 @@ impl EngineStore for SqliteStore {
     type Group = SqliteGroup;
 
     const ENTRY_COLUMNS: &'static str = ENTRY_COLUMNS;
-    const BALANCE_COLUMNS: &'static str = "account, unit, debits, credits, held";
-    const BALANCE_ROWS: &'static str = "SELECT b.unit, b.debits AS debits, \
-           b.credits AS credits, b.held AS held, h.seq AS head_seq \
-         FROM ledger_heads h LEFT JOIN balances b \
-           ON b.tenant_id = h.tenant_id AND b.account = $2 \
-         WHERE h.tenant_id = $1 ORDER BY b.unit";
     const INSERT_API_KEY: &'static str =
         "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, $4)";
 
