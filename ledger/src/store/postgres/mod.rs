@@ -50,9 +50,6 @@ impl EngineStore for PostgresStore {
     type Group = PgGroup;
 
     const ENTRY_COLUMNS: &'static str = ENTRY_COLUMNS;
-    /// The database's `now()`: nothing to bind for `created_at`.
-    const INSERT_API_KEY: &'static str =
-        "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, now())";
 
     fn pool(&self) -> &PgPool {
         &self.pool
@@ -72,10 +69,6 @@ impl EngineStore for PostgresStore {
     fn created_at(row: &PgRow) -> Result<String, LedgerError> {
         let created_at: DateTime<Utc> = row.try_get("created_at")?;
         Ok(crate::entry::format_recorded_at(&created_at))
-    }
-
-    fn created_now() -> Option<String> {
-        None
     }
 
     async fn keyed_entries(

@@ -5,6 +5,7 @@ use super::sql::{DELETE_API_KEY, FIND_API_KEY, LIST_API_KEYS};
 use crate::keys::StoredApiKey;
 use crate::store::engine_db::{Arg, EngineDb, Sql};
 use crate::LedgerError;
+use chrono::Utc;
 
 pub(in crate::store) async fn insert_api_key<S: EngineStore>(
     store: &S,
@@ -12,14 +13,16 @@ pub(in crate::store) async fn insert_api_key<S: EngineStore>(
     key_hash: &str,
     scopes: &str,
 ) -> Result<(), LedgerError> {
-    let created_at = S::created_now();
-    let mut sql = Sql::with(
-        S::INSERT_API_KEY,
-        [Arg::Text(tenant), Arg::Text(key_hash), Arg::Text(scopes)],
+    // This process's clock on both engines, bound the way each stores time.
+    let sql = Sql::with(
+        "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, $4)",
+        [
+            Arg::Text(tenant),
+            Arg::Text(key_hash),
+            Arg::Text(scopes),
+            S::recorded_at_arg(Utc::now()),
+        ],
     );
-    if let Some(created_at) = &created_at {
-        sql.arg(Arg::Text(created_at));
-    }
     S::Db::execute(&mut *store.pool().acquire().await?, &sql).await?;
     Ok(())
 }

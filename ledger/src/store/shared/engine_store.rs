@@ -28,9 +28,6 @@ pub(in crate::store) trait EngineStore: Sync {
 
     /// The columns [`EngineStore::decode_entry`] reads.
     const ENTRY_COLUMNS: &'static str;
-    /// Inserts an api key (`$1` tenant, `$2` hash, `$3` scopes, and
-    /// `$4` the time [`EngineStore::created_now`] gives, if it gives one).
-    const INSERT_API_KEY: &'static str;
 
     /// The pool readers use.
     fn pool(&self) -> &Pool<Self::Db>;
@@ -43,10 +40,6 @@ pub(in crate::store) trait EngineStore: Sync {
 
     /// An api key row's `created_at`, as fixed-width UTC text.
     fn created_at(row: &EngineRow<Self>) -> Result<String, LedgerError>;
-
-    /// The `created_at` this process binds for a new api key, or `None`
-    /// when the SQL takes the database's clock.
-    fn created_now() -> Option<String>;
 
     /// Entries holding one of `keys`, on `conn`.
     fn keyed_entries(

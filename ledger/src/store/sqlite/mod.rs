@@ -73,8 +73,6 @@ impl EngineStore for SqliteStore {
     type Group = SqliteGroup;
 
     const ENTRY_COLUMNS: &'static str = ENTRY_COLUMNS;
-    const INSERT_API_KEY: &'static str =
-        "INSERT INTO api_keys (tenant_id, key_hash, scopes, created_at) VALUES ($1, $2, $3, $4)";
 
     fn pool(&self) -> &SqlitePool {
         &self.pool
@@ -93,11 +91,6 @@ impl EngineStore for SqliteStore {
     /// SQLite stores an api key's `created_at` as fixed-width UTC text.
     fn created_at(row: &SqliteRow) -> Result<String, LedgerError> {
         Ok(row.try_get("created_at")?)
-    }
-
-    /// This process's clock, as fixed-width UTC text.
-    fn created_now() -> Option<String> {
-        Some(format_recorded_at(&Utc::now()))
     }
 
     async fn keyed_entries(
