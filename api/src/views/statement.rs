@@ -1,8 +1,8 @@
 //! `GET /v1/accounts/{account}/statement`.
 
 use serde::Serialize;
-use tally_ledger::entry::EntryView;
-use tally_projections::statement::{self, StatementView};
+use tally_ledger::entry::{EntryView, StoredEntry};
+use tally_projections::statement::{self, AccountStatement};
 use utoipa::ToSchema;
 
 use super::Entry;
@@ -99,9 +99,9 @@ pub struct Statement {
     pub as_of_seq: i64,
 }
 
-impl From<StatementView> for Statement {
-    fn from(s: StatementView) -> Self {
-        let StatementView {
+impl From<AccountStatement> for Statement {
+    fn from(s: AccountStatement) -> Self {
+        let AccountStatement {
             account,
             unit,
             from,
@@ -120,7 +120,7 @@ impl From<StatementView> for Statement {
             opening_balance: opening_balance.into(),
             movements: movements.into(),
             closing_balance: closing_balance.into(),
-            entries,
+            entries: entries.iter().map(StoredEntry::view).collect(),
             as_of_seq,
         }
     }

@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use tally_ledger::balance::AccountBalance;
 use tally_ledger::balance::WideDecimal;
-use tally_ledger::entry::{EntryStatus, EntryView, StoredEntry};
+use tally_ledger::entry::{EntryStatus, StoredEntry};
 use tally_ledger::fold::{moves_money, OpenHold};
 use tally_ledger::request::EntryKind;
 use tally_ledger::LedgerError;
@@ -56,9 +56,11 @@ pub struct Movements {
     pub entries: usize,
 }
 
-/// The body of `GET /v1/accounts/{account}/statement`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StatementView {
+/// One account's statement in one unit over a period: the balances at
+/// either end, what moved between, and the period's entries (the api
+/// renders it as the body of `GET /v1/accounts/{account}/statement`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccountStatement {
     pub account: String,
     pub unit: String,
     /// Inclusive, on `recorded_at`; UTC, six fractional digits.
@@ -68,7 +70,8 @@ pub struct StatementView {
     pub opening_balance: BalanceFigures,
     pub movements: Movements,
     pub closing_balance: BalanceFigures,
-    pub entries: Vec<EntryView>,
+    /// The period's entries, in seq order.
+    pub entries: Vec<StoredEntry>,
     /// The highest seq among the account's entries recorded before `to`
     /// (0 if none): the statement's closing balance is the balance as of it.
     pub as_of_seq: i64,

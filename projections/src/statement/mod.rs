@@ -27,13 +27,13 @@ pub(crate) mod walk;
 use std::collections::HashMap;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use tally_ledger::entry::{format_recorded_at, StoredEntry};
+use tally_ledger::entry::format_recorded_at;
 use tally_ledger::fields::ValidationErrors;
 use tally_ledger::store::{AccountRange, Storage, LOG_PAGE};
 use tally_ledger::LedgerError;
 
 pub use fold::{
-    adds_up, ceil_micros, floor_micros, AccountFold, BalanceFigures, Movements, StatementView,
+    adds_up, ceil_micros, floor_micros, AccountFold, AccountStatement, BalanceFigures, Movements,
     WideBalance, MAX_STATEMENT_ENTRIES,
 };
 
@@ -96,7 +96,7 @@ pub async fn read_statement(
     unit: Option<&str>,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Result<StatementView, LedgerError> {
+) -> Result<AccountStatement, LedgerError> {
     read_statement_limited(
         storage,
         tenant,
@@ -118,7 +118,7 @@ pub async fn read_statement_limited(
     (from, to): (DateTime<Utc>, DateTime<Utc>),
     now: DateTime<Utc>,
     max_entries: usize,
-) -> Result<StatementView, LedgerError> {
+) -> Result<AccountStatement, LedgerError> {
     if let Some(e) = in_the_future("to", to, now) {
         return Err(e);
     }
@@ -198,7 +198,7 @@ pub async fn read_statement_limited(
             "statement of {account} ({unit}) does not add up"
         )));
     }
-    Ok(StatementView {
+    Ok(AccountStatement {
         account: account.to_owned(),
         unit: unit.to_owned(),
         from: format_recorded_at(&from),
@@ -212,7 +212,7 @@ pub async fn read_statement_limited(
             entries: entries.len(),
         },
         closing_balance: BalanceFigures::new(&close),
-        entries: entries.iter().map(StoredEntry::view).collect(),
+        entries,
         as_of_seq: closing.last_seq,
     })
 }

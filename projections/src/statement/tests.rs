@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use super::*;
 use rust_decimal::Decimal;
-use tally_ledger::entry::EntryStatus;
+use tally_ledger::entry::{EntryStatus, StoredEntry};
 use tally_ledger::fold::LogFold;
 use tally_ledger::request::EntryKind;
 use tally_ledger::store::Storage;
